@@ -1,0 +1,31 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "ferry",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "ferry", targets: ["ferry"]),
+        .executable(name: "ferry-bench", targets: ["FerryBench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "CFerrySystem"),
+        .target(name: "FerryStore", dependencies: ["FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore"]),
+        .executableTarget(name: "ferry", dependencies: [
+            "FerryCore", "FerryStore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "FerryBench", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTesting"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+    ]
+)

@@ -1,0 +1,108 @@
+extension JSONValue {
+    /// RFC 8785 canonical bytes: keys sorted by UTF-16 code units, no insignificant whitespace,
+    /// canonical numbers (see `JSONNumber.canonicalBytes`), minimal string escaping.
+    public var canonicalBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONWriter.writeCanonical(self, into: &out)
+        return out
+    }
+
+    /// The canonical text as a `String`.
+    public var canonicalString: String { String(decoding: canonicalBytes, as: UTF8.self) }
+
+    /// Pretty-printed bytes: canonical content, 2-space indent, `": "` after keys, trailing newline.
+    public var prettyBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONWriter.writePretty(self, indent: 0, into: &out)
+        out.append(0x0A)
+        return out
+    }
+}
+
+/// Serialization of `JSONValue` into byte buffers.
+enum JSONWriter {
+    static func sortedKeys(_ object: [String: JSONValue]) -> [String] {
+        // RFC 8785 §3.2.3: sort by UTF-16 code units, not by scalars or by Swift's collation.
+        object.keys.sorted { $0.utf16.lexicographicallyPrecedes($1.utf16) }
+    }
+
+    static func writeCanonical(_ value: JSONValue, into out: inout [UInt8]) {
+        switch value {
+        case .null: out += Array("null".utf8)
+        case .bool(let b): out += b ? Array("true".utf8) : Array("false".utf8)
+        case .number(let n): out += n.canonicalBytes
+        case .string(let s): writeString(s, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (i, e) in elements.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeCanonical(e, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in sortedKeys(members).enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                writeCanonical(members[key]!, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func writePretty(_ value: JSONValue, indent: Int, into out: inout [UInt8]) {
+        switch value {
+        case .array(let elements) where !elements.isEmpty:
+            out.append(UInt8(ascii: "["))
+            for (i, e) in elements.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(indent + 1, into: &out)
+                writePretty(e, indent: indent + 1, into: &out)
+            }
+            newline(indent, into: &out)
+            out.append(UInt8(ascii: "]"))
+        case .object(let members) where !members.isEmpty:
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in sortedKeys(members).enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(indent + 1, into: &out)
+                writeString(key, into: &out)
+                out += [UInt8(ascii: ":"), UInt8(ascii: " ")]
+                writePretty(members[key]!, indent: indent + 1, into: &out)
+            }
+            newline(indent, into: &out)
+            out.append(UInt8(ascii: "}"))
+        default:
+            writeCanonical(value, into: &out)
+        }
+    }
+
+    static func newline(_ indent: Int, into out: inout [UInt8]) {
+        out.append(0x0A)
+        out += repeatElement(UInt8(ascii: " "), count: indent * 2)
+    }
+
+    static let hexDigits = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case 0x22: out += [0x5C, 0x22]
+            case 0x5C: out += [0x5C, 0x5C]
+            case 0x08: out += [0x5C, UInt8(ascii: "b")]
+            case 0x09: out += [0x5C, UInt8(ascii: "t")]
+            case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+            case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+            case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+            case 0..<0x20:
+                out += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]]
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+/// A document's id: its path relative to the folder, `/`-separated, Unicode NFC.
+///
+/// Validation is the one gate every id passes through, whether it comes from the disk, the
+/// log or a peer, so that no id can name a path outside the folder or inside `.ferry/`.
+public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The id text.
+    public let rawValue: String
+
+    /// Longest id accepted, in UTF-8 bytes (Linux `PATH_MAX`).
+    public static let maxBytes = 4096
+    /// Longest path component accepted, in UTF-8 bytes (Linux `NAME_MAX`).
+    public static let maxComponentBytes = 255
+
+    /// Why a string is not a valid document id.
+    public struct InvalidError: Error, Sendable, CustomStringConvertible {
+        /// The rejected text.
+        public let text: String
+        /// Why it was rejected.
+        public let reason: String
+        /// "invalid document id "…": reason".
+        public var description: String { "invalid document id \(String(reflecting: text)): \(reason)" }
+    }
+
+    /// Validates `rawValue`; throws when it is empty, absolute, has `.`/`..`/empty components,
+    /// a NUL byte, lies under `.ferry/`, is too long, or is not NFC.
+    public init(_ rawValue: String) throws(InvalidError) {
+        func fail(_ reason: String) -> InvalidError { InvalidError(text: rawValue, reason: reason) }
+        if rawValue.isEmpty { throw fail("empty") }
+        if rawValue.utf8.count > Self.maxBytes { throw fail("longer than \(Self.maxBytes) bytes") }
+        if rawValue.utf8.contains(0) { throw fail("contains a NUL byte") }
+        if rawValue.utf8.first == UInt8(ascii: "/") { throw fail("absolute path") }
+        var first = true
+        for component in rawValue.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            if component.isEmpty { throw fail("empty path component") }
+            if component.elementsEqual(".".utf8) || component.elementsEqual("..".utf8) {
+                throw fail("'.' or '..' path component")
+            }
+            if component.count > Self.maxComponentBytes { throw fail("path component longer than 255 bytes") }
+            if first && component.elementsEqual(".ferry".utf8) { throw fail("inside .ferry/") }
+            first = false
+        }
+        if !rawValue.utf8.allSatisfy({ $0 < 0x80 }) {
+            let nfc = rawValue.precomposedStringWithCanonicalMapping
+            if !nfc.utf8.elementsEqual(rawValue.utf8) { throw fail("not in Unicode NFC") }
+        }
+        self.rawValue = rawValue
+    }
+
+    /// `.json` ids are JSON documents; everything else is a file document.
+    public var kind: DocumentKind { rawValue.hasSuffix(".json") ? .json : .file }
+
+    /// The id text.
+    public var description: String { rawValue }
+
+    /// Orders ids by their UTF-8 bytes (stable across platforms and locales).
+    public static func < (lhs: DocumentID, rhs: DocumentID) -> Bool {
+        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    }
+
+    /// Equality by UTF-8 bytes (Swift's `String ==` would equate NFC and NFD forms).
+    public static func == (lhs: DocumentID, rhs: DocumentID) -> Bool {
+        lhs.rawValue.utf8.elementsEqual(rhs.rawValue.utf8)
+    }
+
+    /// Hashes the UTF-8 bytes, consistent with `==`.
+    public func hash(into hasher: inout Hasher) {
+        for b in rawValue.utf8 { hasher.combine(b) }
+    }
+}
+
+/// What a document's content is.
+public enum DocumentKind: String, Sendable, Codable {
+    /// A JSON object stored as canonical JSON.
+    case json
+    /// Any other regular file, stored as a blob.
+    case file
+}

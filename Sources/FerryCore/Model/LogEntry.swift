@@ -1,0 +1,178 @@
+/// One line of `revs.log`: one revision of one document.
+public struct LogEntry: Sendable, Equatable {
+    /// Local sequence number, strictly increasing along the log.
+    public var seq: Int
+    /// The document.
+    public var doc: DocumentID
+    /// This revision.
+    public var rev: RevisionID
+    /// The parent revision; nil for a first revision.
+    public var parent: RevisionID?
+    /// True for a deletion (tombstone).
+    public var deleted: Bool
+    /// JSON or file document.
+    public var kind: DocumentKind
+    /// The body's object; nil for a deletion.
+    public var object: BlobDigest?
+    /// The body's size in bytes (0 for a deletion).
+    public var size: Int
+    /// `"local"` or the id of the peer it came from.
+    public var origin: String
+    /// When it was recorded here, RFC 3339 UTC.
+    public var time: String
+    /// Older ancestors (grandparent first) this folder did not know before, carried with a
+    /// remote revision so that the tree keeps the full history even without their bodies.
+    public var ancestors: [RevisionID]
+    /// Set on the two revisions that record a conflict resolution.
+    public var conflict: ConflictRecord?
+    /// True when `compact` dropped this (non-leaf) revision's body; `object` is then nil.
+    public var compacted: Bool = false
+
+    /// A log entry.
+    public init(seq: Int, doc: DocumentID, rev: RevisionID, parent: RevisionID?, deleted: Bool, kind: DocumentKind,
+                object: BlobDigest?, size: Int, origin: String, time: String, ancestors: [RevisionID] = [],
+                conflict: ConflictRecord? = nil) {
+        self.seq = seq
+        self.doc = doc
+        self.rev = rev
+        self.parent = parent
+        self.deleted = deleted
+        self.kind = kind
+        self.object = object
+        self.size = size
+        self.origin = origin
+        self.time = time
+        self.ancestors = ancestors
+        self.conflict = conflict
+    }
+}
+
+/// How a conflict between two open branches was closed.
+public struct ConflictRecord: Sendable, Equatable, Hashable {
+    /// The leaf that won by the winner rule.
+    public var winner: RevisionID
+    /// The leaf that lost; its branch is closed by a deletion.
+    public var loser: RevisionID
+    /// What was done.
+    public var resolution: Resolution
+
+    /// A record.
+    public init(winner: RevisionID, loser: RevisionID, resolution: Resolution) {
+        self.winner = winner
+        self.loser = loser
+        self.resolution = resolution
+    }
+
+    /// The ways a conflict is closed.
+    public enum Resolution: String, Sendable, Hashable {
+        /// JSON bodies were merged three-way into a new revision on the winning branch.
+        case merged
+        /// The winner's body stands unchanged (file documents, a deletion, or nothing to merge).
+        case winner
+    }
+}
+
+/// A malformed log line.
+public struct LogEntryDecodingError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public let message: String
+    /// The message.
+    public var description: String { message }
+}
+
+extension LogEntry {
+    /// The JSON line (without the newline), keys in a fixed, readable order.
+    public func encodedLine() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(300)
+        func key(_ k: StaticString, first: Bool = false) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        }
+        func string(_ s: String) { JSONWriter.writeString(s, into: &out) }
+        out.append(UInt8(ascii: "{"))
+        key("seq", first: true); out += Array(String(seq).utf8)
+        key("doc"); string(doc.rawValue)
+        key("rev"); string(rev.description)
+        key("parent"); if let parent { string(parent.description) } else { out += Array("null".utf8) }
+        key("deleted"); out += Array((deleted ? "true" : "false").utf8)
+        key("kind"); string(kind.rawValue)
+        if let object { key("object"); string(object.description) }
+        key("size"); out += Array(String(size).utf8)
+        key("origin"); string(origin)
+        key("time"); string(time)
+        if !ancestors.isEmpty {
+            key("ancestors")
+            out.append(UInt8(ascii: "["))
+            for (i, a) in ancestors.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                string(a.description)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        if compacted { key("compacted"); out += Array("true".utf8) }
+        if let conflict {
+            key("conflict")
+            out.append(UInt8(ascii: "{"))
+            key("winner", first: true); string(conflict.winner.description)
+            key("loser"); string(conflict.loser.description)
+            key("resolution"); string(conflict.resolution.rawValue)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// Decodes and validates a parsed log line.
+    public init(json: JSONValue) throws(LogEntryDecodingError) {
+        func fail(_ m: String) -> LogEntryDecodingError { LogEntryDecodingError(message: m) }
+        guard case let .object(o) = json else { throw fail("log line is not an object") }
+        guard let seq = o["seq"]?.intValue, seq > 0 else { throw fail("missing or invalid seq") }
+        guard let docText = o["doc"]?.stringValue else { throw fail("missing doc") }
+        guard let revText = o["rev"]?.stringValue else { throw fail("missing rev") }
+        guard let deleted = o["deleted"]?.boolValue else { throw fail("missing deleted") }
+        guard let kindText = o["kind"]?.stringValue, let kind = DocumentKind(rawValue: kindText) else { throw fail("missing or invalid kind") }
+        do {
+            self.doc = try DocumentID(docText)
+            self.rev = try RevisionID(revText)
+            switch o["parent"] {
+            case .string(let p)?: self.parent = try RevisionID(p)
+            case .null?, nil: self.parent = nil
+            default: throw fail("invalid parent")
+            }
+            if let objectText = o["object"]?.stringValue {
+                self.object = try BlobDigest(objectText)
+            } else {
+                self.object = nil
+            }
+            self.ancestors = []
+            for a in o["ancestors"]?.arrayValue ?? [] {
+                guard let t = a.stringValue else { throw fail("invalid ancestors") }
+                ancestors.append(try RevisionID(t))
+            }
+            if let c = o["conflict"] {
+                guard let w = c["winner"]?.stringValue, let l = c["loser"]?.stringValue,
+                      let r = c["resolution"]?.stringValue, let res = ConflictRecord.Resolution(rawValue: r)
+                else { throw fail("invalid conflict") }
+                self.conflict = ConflictRecord(winner: try RevisionID(w), loser: try RevisionID(l), resolution: res)
+            } else {
+                self.conflict = nil
+            }
+        } catch let e as LogEntryDecodingError {
+            throw e
+        } catch {
+            throw fail("\(error)")
+        }
+        self.compacted = o["compacted"]?.boolValue ?? false
+        if !deleted && object == nil && !compacted { throw fail("a live revision needs an object") }
+        self.seq = seq
+        self.deleted = deleted
+        self.kind = kind
+        self.size = o["size"]?.intValue ?? 0
+        self.origin = o["origin"]?.stringValue ?? "local"
+        self.time = o["time"]?.stringValue ?? ""
+        if rev.generation != (parent?.generation ?? 0) + 1 { throw fail("generation does not follow its parent") }
+    }
+}

@@ -1,0 +1,64 @@
+import Crypto
+
+/// A revision id `<generation>-<digest>`; the digest is a pure function of the parent, the
+/// deleted flag and the body, so the same edit made on two machines gets the same id.
+public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// 1 for a first revision, parent's generation + 1 otherwise.
+    public let generation: Int
+    /// 32 lowercase hex digits (the first 128 bits of a SHA-256).
+    public let digest: String
+
+    /// Why a string is not a revision id.
+    public struct InvalidError: Error, Sendable, CustomStringConvertible {
+        /// The rejected text.
+        public let text: String
+        /// "invalid revision id …".
+        public var description: String { "invalid revision id \(String(reflecting: text)): expected <generation>-<hex>" }
+    }
+
+    /// Parses `N-hex` (N ≥ 1; 1 to 64 lowercase hex digits, so that ids of other
+    /// implementations with other digest lengths are still accepted).
+    public init(_ text: String) throws(InvalidError) {
+        let utf8 = text.utf8
+        guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")),
+              let gen = Int(Substring(text[..<dash])), gen >= 1, gen < 1 << 40
+        else { throw InvalidError(text: text) }
+        let hex = text[text.index(after: dash)...]
+        guard !hex.isEmpty, hex.utf8.count <= 64,
+              hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+        else { throw InvalidError(text: text) }
+        self.generation = gen
+        self.digest = String(hex)
+    }
+
+    /// An id from its parts (unchecked; for ids this process computes).
+    init(generation: Int, digest: String) {
+        self.generation = generation
+        self.digest = digest
+    }
+
+    /// The id of the revision with this parent, deleted flag and body digest.
+    ///
+    /// Hashed text: `ferry-rev-1\0<parent or empty>\0<0|1>\0<body digest hex or empty>`.
+    public static func compute(parent: RevisionID?, deleted: Bool, body: BlobDigest?) -> RevisionID {
+        var sha = SHA256()
+        var text = "ferry-rev-1\u{0}"
+        text += parent?.description ?? ""
+        text += "\u{0}"
+        text += deleted ? "1" : "0"
+        text += "\u{0}"
+        text += body?.hex ?? ""
+        sha.update(data: Array(text.utf8))
+        let hex = Hex.encode(sha.finalize())
+        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: String(hex.prefix(32)))
+    }
+
+    /// `generation-digest`.
+    public var description: String { "\(generation)-\(digest)" }
+
+    /// Higher generation first decides; then the digest's text. ("The greater rev id".)
+    public static func < (lhs: RevisionID, rhs: RevisionID) -> Bool {
+        if lhs.generation != rhs.generation { return lhs.generation < rhs.generation }
+        return lhs.digest.utf8.lexicographicallyPrecedes(rhs.digest.utf8)
+    }
+}

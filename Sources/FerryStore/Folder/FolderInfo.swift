@@ -1,0 +1,44 @@
+import FerryCore
+import Foundation
+
+/// `.ferry/folder.json`: `{"id": <uuid>, "name": <db name>, "created": <RFC 3339>, "format": 1}`.
+public struct FolderInfo: Sendable, Equatable {
+    /// The folder's unique id; also this peer's id in other folders' logs.
+    public var id: String
+    /// The database name (defaults to the folder's name).
+    public var name: String
+    /// When the folder was initialized.
+    public var created: String
+    /// On-disk format version.
+    public var format: Int
+
+    /// The only format this build reads and writes.
+    public static let currentFormat = 1
+
+    /// A new folder's info.
+    public init(name: String) {
+        self.id = UUID().uuidString.lowercased()
+        self.name = name
+        self.created = Timestamp.now()
+        self.format = Self.currentFormat
+    }
+
+    /// Decodes `folder.json`.
+    public init(json: JSONValue) throws(StoreError) {
+        guard let id = json["id"]?.stringValue, let name = json["name"]?.stringValue,
+              let format = json["format"]?.intValue
+        else { throw StoreError(.corrupt, "folder.json lacks id, name or format") }
+        guard format == Self.currentFormat else {
+            throw StoreError(.corrupt, "folder.json has format \(format); this ferry reads format \(Self.currentFormat)")
+        }
+        self.id = id
+        self.name = name
+        self.created = json["created"]?.stringValue ?? ""
+        self.format = format
+    }
+
+    /// The JSON form.
+    public var json: JSONValue {
+        ["id": .string(id), "name": .string(name), "created": .string(created), "format": .int(format)]
+    }
+}

@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The folder's single-writer lock: `flock` on `.ferry/lock`, which holds the writer's pid.
+/// The kernel releases it when the process dies, so a killed agent never leaves it stuck.
+public final class FolderLock {
+    private let fd: Int32
+    /// The lock file.
+    public let path: String
+
+    /// Takes the lock or fails at once with `.locked`, naming the holder's pid.
+    public init(path: String) throws(StoreError) {
+        self.path = path
+        fd = try FileSystem.open(path, O_RDWR | O_CREAT, mode: 0o644)
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            let holder = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
+            close(fd)
+            if e == EWOULDBLOCK {
+                let who = holder.isEmpty ? "another ferry process" : "another ferry process (pid \(holder))"
+                throw StoreError(.locked, "\(FileSystem.dirname(of: FileSystem.dirname(of: path))) is in use by \(who); stop it or let it do the work")
+            }
+            throw StoreError.system("cannot lock", path: path, errno: e)
+        }
+        _ = ftruncate(fd, 0)
+        let pid = Array("\(getpid())\n".utf8)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    deinit {
+        _ = ftruncate(fd, 0)
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}
+
+extension String {
+    /// The string without leading and trailing ASCII whitespace.
+    func trimmingWhitespace() -> String {
+        let bytes = Array(utf8)
+        var start = 0
+        var end = bytes.count
+        while start < end, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[start]) { start += 1 }
+        while end > start, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[end - 1]) { end -= 1 }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+}

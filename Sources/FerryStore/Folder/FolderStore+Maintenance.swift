@@ -1,0 +1,153 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// What `verify` found.
+public struct VerifyReport: Sendable {
+    /// Objects whose bytes do not hash to their name.
+    public var corruptObjects: [(path: String, actual: BlobDigest)] = []
+    /// Files in `objects/` that are not named like objects.
+    public var strayObjectFiles: [String] = []
+    /// Objects a revision or a blob reference needs but that are missing.
+    public var missingObjects: [(digest: BlobDigest, neededBy: String)] = []
+    /// Log lines that do not decode, and other log inconsistencies.
+    public var logProblems: [String] = []
+    /// Bytes of a torn last log line (repaired by the next writer; not damage).
+    public var tornTailBytes: Int = 0
+    /// Documents whose files differ from their current revision (edits not recorded yet).
+    public var pending: [DocumentID] = []
+    /// Documents whose files cannot be read as revisions (invalid JSON…).
+    public var unreadable: [(doc: DocumentID, reason: String)] = []
+    /// Objects checked.
+    public var objectsChecked = 0
+
+    /// True when nothing is damaged (pending edits and a torn tail are not damage).
+    public var isClean: Bool { corruptObjects.isEmpty && missingObjects.isEmpty && logProblems.isEmpty && strayObjectFiles.isEmpty }
+}
+
+/// How the files on disk differ from the log.
+public struct DiskState: Sendable {
+    /// A change not yet recorded.
+    public enum Change: String, Sendable {
+        /// A new document.
+        case added
+        /// An edited document.
+        case modified
+        /// A document whose file is gone.
+        case deleted
+    }
+    /// Unrecorded changes.
+    public var pending: [(doc: DocumentID, change: Change)] = []
+    /// Files that cannot be recorded, with why.
+    public var unreadable: [(doc: DocumentID, reason: String)] = []
+    /// Paths that are not synced.
+    public var skipped: [FolderScanner.Skipped]
+}
+
+/// What `compact` removed.
+public struct CompactReport: Sendable {
+    /// Revisions whose bodies were dropped.
+    public var revisionsCompacted = 0
+    /// Objects deleted because nothing needs them any more.
+    public var objectsRemoved = 0
+    /// Bytes freed.
+    public var bytesFreed = 0
+}
+
+extension FolderStore {
+    /// Re-hashes every object, checks the log, and compares every file with its current revision.
+    public func verify() throws -> VerifyReport {
+        var report = VerifyReport()
+        report.tornTailBytes = tornLogTailBytes
+        for d in damagedLogLines { report.logProblems.append("revs.log line \(d.line): \(d.reason)") }
+        let (all, stray) = try objects.allObjects()
+        report.strayObjectFiles = stray
+        for digest in all {
+            report.objectsChecked += 1
+            let actual = try objects.rehash(digest)
+            if actual != digest { report.corruptObjects.append((objects.path(for: digest), actual)) }
+        }
+        let present = Set(all)
+        var lastSeq = 0
+        for e in try readLogEntries() {
+            if e.seq <= lastSeq { report.logProblems.append("revs.log seq \(e.seq) does not increase (after \(lastSeq))") }
+            lastSeq = e.seq
+            guard let object = e.object else { continue }
+            if !present.contains(object) {
+                report.missingObjects.append((object, "\(e.doc)@\(e.rev)"))
+            } else if e.kind == .json, index[e.doc]?.nodes[e.rev]?.object != nil {
+                let body = try objects.read(object)
+                guard let value = try? JSONParser.parse(body) else {
+                    report.logProblems.append("\(e.doc)@\(e.rev): body \(object) is not JSON")
+                    continue
+                }
+                for ref in (try? value.blobReferences()) ?? [] where !present.contains(ref.digest) {
+                    report.missingObjects.append((ref.digest, "blob in \(e.doc)@\(e.rev)"))
+                }
+            }
+        }
+        let disk = try diskState()
+        report.pending = disk.pending.map(\.doc)
+        report.unreadable = disk.unreadable
+        return report
+    }
+
+    /// Compares every file with its document's current revision, without recording anything.
+    public func diskState() throws -> DiskState {
+        let scanner = FolderScanner(root: root, rules: IgnoreRules.load(root: root))
+        let (found, skipped) = try scanner.scan()
+        var state = DiskState(skipped: skipped)
+        var onDisk = Set<DocumentID>()
+        for file in found {
+            onDisk.insert(file.doc)
+            let cur = current(file.doc)
+            switch try digestOnDisk(file.doc) {
+            case .failure(let why)?: state.unreadable.append((file.doc, why.message))
+            case .success(let digest)?:
+                if let cur, !cur.deleted, cur.object == digest { continue }
+                state.pending.append((file.doc, cur == nil || cur!.deleted ? .added : .modified))
+            case nil: break
+            }
+        }
+        for doc in index.liveDocuments where !onDisk.contains(doc) { state.pending.append((doc, .deleted)) }
+        state.pending.sort { $0.doc < $1.doc }
+        return state
+    }
+
+    /// Drops the bodies of non-leaf revisions more than `keepDepth` generations below every
+    /// leaf, rewrites the log atomically, and deletes the objects nothing needs any more.
+    public func compact(keepDepth: Int = 20) throws -> CompactReport {
+        precondition(isWritable)
+        var report = CompactReport()
+        var entries = try readLogEntries()
+        var depths: [DocumentID: [RevisionID: Int]] = [:]
+        for i in entries.indices where entries[i].object != nil {
+            let e = entries[i]
+            if depths[e.doc] == nil { depths[e.doc] = index[e.doc]?.depthFromLeaves() ?? [:] }
+            guard let d = depths[e.doc]?[e.rev], d > keepDepth else { continue }
+            entries[i].object = nil
+            entries[i].compacted = true
+            report.revisionsCompacted += 1
+        }
+        guard report.revisionsCompacted > 0 else { return report }
+        // Objects still needed: bodies of kept revisions and the blobs their JSON references.
+        var needed = Set<BlobDigest>()
+        for e in entries {
+            guard let object = e.object else { continue }
+            needed.insert(object)
+            if e.kind == .json, let value = try? JSONParser.parse(try objects.read(object)) {
+                for ref in (try? value.blobReferences()) ?? [] { needed.insert(ref.digest) }
+            }
+        }
+        try log.rewrite(entries)
+        for e in entries where e.compacted { index.dropBody(doc: e.doc, rev: e.rev) }
+        for digest in try objects.allObjects().objects where !needed.contains(digest) {
+            let size = (try? FileSystem.lstat(objects.path(for: digest)))??.st_size ?? 0
+            try objects.remove(digest)
+            report.objectsRemoved += 1
+            report.bytesFreed += Int(size)
+        }
+        return report
+    }
+}

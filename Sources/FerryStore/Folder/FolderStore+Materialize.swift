@@ -1,0 +1,98 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// What `materialize` did to a document's file.
+public enum MaterializeOutcome: Sendable, Equatable {
+    /// The file was written (or created).
+    case written
+    /// The file was removed (a deletion).
+    case removed
+    /// The file already held the current revision's content.
+    case upToDate
+    /// Left alone: the file changed since it was last recorded, or it does not parse; the
+    /// user's bytes win until they are recorded.
+    case keptLocalEdit
+}
+
+extension FolderStore {
+    /// Applies a peer's revision: records any unrecorded local edit of the document first, so
+    /// that it takes part in conflict resolution instead of being overwritten; inserts the
+    /// revision (and resolves conflicts); then writes the current revision to disk.
+    @discardableResult
+    public func applyRemote(_ incoming: IncomingRevision) throws(StoreError) -> [LogEntry] {
+        let doc = incoming.doc
+        if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
+        var outcome = try ingest(doc)
+        for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
+        let fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
+        let entries = try insertRemote(incoming)
+        if case .unreadable = outcome { return entries }
+        if outcome == .changing { return entries }
+        _ = try materialize(doc, expecting: fingerprint)
+        return entries
+    }
+
+    /// Makes the file of `doc` show its current revision, atomically (temp file in the same
+    /// directory, fsync, rename, fsync the directory). `expecting` is the file's fingerprint
+    /// when its content was last recorded; if the file changed since, it is left alone.
+    public func materialize(_ doc: DocumentID, expecting: FileFingerprint?) throws(StoreError) -> MaterializeOutcome {
+        let path = layout.path(of: doc.rawValue)
+        guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
+        guard let current = current(doc), !current.deleted else {
+            guard expecting != nil else { return .upToDate }
+            try FileSystem.unlink(path)
+            try FileSystem.syncDirectory(FileSystem.dirname(of: path))
+            removeEmptyDirectories(above: doc)
+            return .removed
+        }
+        if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object { return .upToDate }
+        let dir = FileSystem.dirname(of: path)
+        try FileSystem.makeDirectories(dir)
+        let temp = dir + "/.ferry-tmp-" + FileSystem.randomSuffix()
+        let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        do {
+            defer { close(fd) }
+            switch doc.kind {
+            case .json:
+                try FileSystem.writeAll(fd, try jsonBody(of: current, doc: doc).prettyBytes, path: temp)
+            case .file:
+                try copyObject(current.object!, to: fd, path: temp)
+            }
+            try FileSystem.sync(fd, path: temp)
+            // Last look before the rename: an edit that landed meanwhile wins.
+            guard FileFingerprint.of(path) == expecting else {
+                unlink(temp)
+                return .keptLocalEdit
+            }
+            try FileSystem.rename(temp, path)
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        try FileSystem.syncDirectory(dir)
+        return .written
+    }
+
+    private func copyObject(_ digest: BlobDigest, to out: Int32, path: String) throws(StoreError) {
+        let input = try objects.open(digest)
+        defer { close(input) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ObjectStore.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try FileSystem.read(input, into: buffer, path: objects.path(for: digest))
+            if n == 0 { break }
+            try FileSystem.writeAll(out, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), path: path)
+        }
+    }
+
+    /// Removes the directories a deletion left empty, up to (not including) the folder.
+    func removeEmptyDirectories(above doc: DocumentID) {
+        var rel = FileSystem.dirname(of: doc.rawValue)
+        while !rel.isEmpty {
+            if rmdir(layout.path(of: rel)) != 0 { break }
+            rel = FileSystem.dirname(of: rel)
+        }
+    }
+}

@@ -1,0 +1,225 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+import Logging
+
+/// One ferry folder opened for reading or as its single writer: the objects, the revision log
+/// and the index of revision trees rebuilt from it.
+///
+/// Not thread-safe by design: exactly one owner (the CLI command, or the agent's store actor)
+/// drives it, the way GRDB connects to a database file only once.
+public final class FolderStore {
+    /// Paths.
+    public let layout: FolderLayout
+    /// `folder.json`.
+    public let info: FolderInfo
+    /// The object store.
+    public let objects: ObjectStore
+    /// The log.
+    let log: RevisionLog
+    /// Revision trees by document.
+    public internal(set) var index: DocumentIndex
+    /// Held while open for writing.
+    let lock: FolderLock?
+    /// Damaged lines found in the log at open (line number, reason).
+    public let damagedLogLines: [(line: Int, reason: String)]
+    /// Bytes of a torn last log line found at open (repaired when opened for writing).
+    public let tornLogTailBytes: Int
+    /// Diagnostics.
+    public var logger: Logger
+    /// Entries recorded in the current batch, appended to the log when it commits.
+    var pendingEntries: [LogEntry] = []
+    /// Files whose last read failed to parse, with the error; cleared when they parse again.
+    public internal(set) var unreadable: [DocumentID: String] = [:]
+
+    /// True when opened as the writer.
+    public var isWritable: Bool { lock != nil }
+    /// The folder's path.
+    public var root: String { layout.root }
+
+    private init(layout: FolderLayout, info: FolderInfo, writable: Bool, logger: Logger) throws(StoreError) {
+        self.layout = layout
+        self.info = info
+        self.logger = logger
+        self.lock = writable ? try FolderLock(path: layout.lockFile) : nil
+        self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
+        self.log = RevisionLog(path: layout.logFile)
+        let read = try RevisionLog.read(path: layout.logFile)
+        var index = DocumentIndex()
+        for e in read.entries { index.apply(e) }
+        self.index = index
+        self.damagedLogLines = read.damagedLines
+        self.tornLogTailBytes = read.tornTailBytes
+        for d in read.damagedLines {
+            logger.warning("damaged log line skipped", metadata: ["line": "\(d.line)", "reason": "\(d.reason)"])
+        }
+        if writable {
+            if read.tornTailBytes > 0 {
+                logger.notice("repairing a torn last line in revs.log", metadata: ["bytes": "\(read.tornTailBytes)"])
+            }
+            try log.openForAppend(validLength: read.validLength)
+            try FileSystem.makeDirectories(layout.tempDirectory)
+            for name in (try? FileSystem.listDirectory(layout.tempDirectory)) ?? [] {
+                unlink(layout.tempDirectory + "/" + name)  // leftovers of a killed writer
+            }
+        }
+    }
+
+    /// The folder at `root` or its nearest ancestor holding `.ferry/`, as git finds its repo.
+    public static func locate(from directory: String) -> String? {
+        var dir = directory
+        while true {
+            if FileSystem.isDirectory(dir + "/.ferry") { return dir }
+            let parent = FileSystem.dirname(of: dir)
+            if parent == dir || parent.isEmpty { return nil }
+            dir = parent
+        }
+    }
+
+    /// Opens an initialized folder; `writable` takes the lock (failing with `.locked`).
+    public static func open(at root: String, writable: Bool, logger: Logger = Logger(label: "ferry.store")) throws(StoreError) -> FolderStore {
+        let layout = FolderLayout(root: root)
+        guard FileSystem.exists(layout.folderFile) else {
+            throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
+        }
+        let bytes = try FileSystem.readFile(layout.folderFile)
+        let json: JSONValue
+        do { json = try JSONParser.parse(bytes) } catch {
+            throw StoreError(.corrupt, "\(layout.folderFile): \(error)")
+        }
+        return try FolderStore(layout: layout, info: try FolderInfo(json: json), writable: writable, logger: logger)
+    }
+
+    /// Creates `.ferry/` in `root` and opens the folder for writing.
+    public static func create(at root: String, name: String?, logger: Logger = Logger(label: "ferry.store")) throws(StoreError) -> FolderStore {
+        let layout = FolderLayout(root: root)
+        if FileSystem.exists(layout.folderFile) {
+            throw StoreError(.alreadyInitialized, "\(root) is already a ferry folder")
+        }
+        try FileSystem.makeDirectories(layout.objectsDirectory)
+        try FileSystem.makeDirectories(layout.tempDirectory)
+        let folderName = name ?? FileSystem.basename(of: FolderLayout(root: root).root)
+        let info = FolderInfo(name: folderName.isEmpty ? "ferry" : folderName)
+        try FileSystem.writeAtomically(info.json.prettyBytes, to: layout.folderFile, tempPrefix: "folder.json.tmp-")
+        return try FolderStore(layout: layout, info: info, writable: true, logger: logger)
+    }
+
+    // MARK: Reading
+
+    /// The current (winning) revision of a document.
+    public func current(_ doc: DocumentID) -> RevisionNode? { index[doc]?.current }
+
+    /// The body bytes of a revision (canonical JSON or the blob's bytes).
+    public func body(of node: RevisionNode, doc: DocumentID) throws(StoreError) -> [UInt8] {
+        guard let object = node.object else {
+            if node.deleted { throw StoreError(.notFound, "\(doc)@\(node.rev) is a deletion; it has no body") }
+            throw StoreError(.notFound, "the body of \(doc)@\(node.rev) is not stored here (compacted or history only)")
+        }
+        return try objects.read(object)
+    }
+
+    /// A JSON document's body at a revision.
+    public func jsonBody(of node: RevisionNode, doc: DocumentID) throws(StoreError) -> JSONValue {
+        let bytes = try body(of: node, doc: doc)
+        do { return try JSONParser.parse(bytes) } catch {
+            throw StoreError(.corrupt, "object \(node.object!) of \(doc)@\(node.rev) is not valid JSON: \(error)")
+        }
+    }
+
+    /// Every entry of the log, in order (re-read from disk: the index keeps no bodies of lines).
+    public func readLogEntries() throws(StoreError) -> [LogEntry] {
+        try RevisionLog.read(path: layout.logFile).entries
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` as one batch: object fsyncs are grouped into two `syncfs` calls and log
+    /// lines are appended together once their objects are durable. Entries become visible in
+    /// the index at once but are not durable until the batch commits (every `flushEvery`
+    /// entries and at the end).
+    public func batch<T>(flushEvery: Int = 4096, _ body: () throws -> T) throws -> T {
+        precondition(objects.batch == nil, "batches do not nest")
+        objects.batch = DurabilityBatch(root: layout.stateDirectory)
+        batchFlushThreshold = flushEvery
+        defer {
+            objects.batch = nil
+            batchFlushThreshold = nil
+        }
+        do {
+            let result = try body()
+            try flushBatch()
+            return result
+        } catch {
+            objects.batch?.abandon()
+            pendingEntries.removeAll()
+            try? reloadIndex()
+            throw error
+        }
+    }
+
+    var batchFlushThreshold: Int?
+
+    func flushBatch() throws(StoreError) {
+        try objects.batch?.commit()
+        try log.append(pendingEntries)
+        pendingEntries.removeAll(keepingCapacity: true)
+    }
+
+    func reloadIndex() throws(StoreError) {
+        let read = try RevisionLog.read(path: layout.logFile)
+        var index = DocumentIndex()
+        for e in read.entries { index.apply(e) }
+        self.index = index
+    }
+
+    /// Appends entries to the log (durably, or into the open batch) and applies them to the index.
+    func commit(_ entries: [LogEntry]) throws(StoreError) {
+        precondition(isWritable, "folder opened read-only")
+        if let threshold = batchFlushThreshold {
+            pendingEntries += entries
+            for e in entries { index.apply(e) }
+            if pendingEntries.count >= threshold { try flushBatch() }
+            return
+        }
+        try log.append(entries)
+        for e in entries { index.apply(e) }
+    }
+
+    var nextSeq: Int { index.lastSeq + 1 }
+
+    /// Records a new local revision of `doc` whose body is already in `objects`, unless the
+    /// current revision already has exactly this body. Returns the entry recorded.
+    @discardableResult
+    public func recordLocal(_ doc: DocumentID, object: BlobDigest, size: Int) throws(StoreError) -> LogEntry? {
+        let current = index[doc]?.current
+        if let current, !current.deleted, current.object == object { return nil }
+        let rev = RevisionID.compute(parent: current?.rev, deleted: false, body: object)
+        if index[doc]?.contains(rev) == true { return nil }
+        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: current?.rev, deleted: false, kind: doc.kind,
+                             object: object, size: size, origin: "local", time: Timestamp.now())
+        try commit([entry])
+        logger.info("recorded revision", metadata: ["doc": "\(doc)", "rev": "\(rev)"])
+        return entry
+    }
+
+    /// Records the deletion of `doc` unless it is already deleted or unknown.
+    @discardableResult
+    public func recordDeletion(_ doc: DocumentID) throws(StoreError) -> LogEntry? {
+        guard let current = index[doc]?.current, !current.deleted else { return nil }
+        let rev = RevisionID.compute(parent: current.rev, deleted: true, body: nil)
+        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: current.rev, deleted: true, kind: doc.kind,
+                             object: nil, size: 0, origin: "local", time: Timestamp.now())
+        try commit([entry])
+        logger.info("recorded deletion", metadata: ["doc": "\(doc)", "rev": "\(rev)"])
+        return entry
+    }
+
+    /// Stores a JSON body (canonical form) and records it.
+    @discardableResult
+    public func recordLocalJSON(_ doc: DocumentID, _ value: JSONValue) throws(StoreError) -> LogEntry? {
+        let bytes = value.canonicalBytes
+        let digest = try objects.write(bytes)
+        return try recordLocal(doc, object: digest, size: bytes.count)
+    }
+}

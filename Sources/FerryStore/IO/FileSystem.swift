@@ -1,0 +1,182 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFerrySystem
+
+/// Thin, throwing wrappers over the POSIX calls the store uses; every durable write in the
+/// project goes through `writeAtomically` or the object store.
+public enum FileSystem {
+    /// Opens `path`; retries on EINTR.
+    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(StoreError) -> Int32 {
+        while true {
+            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw StoreError.system("cannot open", path: path)
+        }
+    }
+
+    /// Writes every byte of `buffer` to `fd`.
+    public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws(StoreError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.system("cannot write", path: path)
+            }
+            offset += n
+        }
+    }
+
+    /// Writes every byte of `bytes` to `fd`.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StoreError) {
+        let result = bytes.withUnsafeBytes { p in Result { () throws(StoreError) in try writeAll(fd, p, path: path) } }
+        try result.get()
+    }
+
+    /// Reads up to `buffer.count` bytes; 0 at end of file.
+    public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(StoreError) -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress!, buffer.count)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw StoreError.system("cannot read", path: path)
+        }
+    }
+
+    /// The whole content of a file.
+    public static func readFile(_ path: String) throws(StoreError) -> [UInt8] {
+        let fd = try open(path, O_RDONLY)
+        defer { close(fd) }
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw StoreError.system("cannot stat", path: path) }
+        var out: [UInt8] = []
+        out.reserveCapacity(Int(st.st_size) + 1)
+        var chunk = [UInt8](repeating: 0, count: max(4096, min(Int(st.st_size) + 1, 1 << 20)))
+        while true {
+            let n = try chunk.withUnsafeMutableBytes { p in Result { () throws(StoreError) in try read(fd, into: p, path: path) } }.get()
+            if n == 0 { break }
+            out += chunk[0..<n]
+        }
+        return out
+    }
+
+    /// Makes `fd`'s data durable.
+    public static func sync(_ fd: Int32, path: String) throws(StoreError) {
+        if fdatasync(fd) != 0 { throw StoreError.system("cannot fsync", path: path) }
+    }
+
+    /// Makes a directory's entries (creations, renames, removals) durable.
+    public static func syncDirectory(_ path: String) throws(StoreError) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw StoreError.system("cannot fsync directory", path: path) }
+    }
+
+    /// Flushes the whole filesystem holding `path` (Linux `syncfs`): one call for a batch.
+    public static func syncFilesystem(containing path: String) throws(StoreError) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        if ferry_syncfs(fd) != 0 { throw StoreError.system("cannot sync filesystem of", path: path) }
+    }
+
+    /// Renames atomically.
+    public static func rename(_ from: String, _ to: String) throws(StoreError) {
+        if Glibc.rename(from, to) != 0 { throw StoreError.system("cannot rename to", path: to) }
+    }
+
+    /// Removes a file; a missing file is not an error.
+    public static func unlink(_ path: String) throws(StoreError) {
+        if Glibc.unlink(path) != 0 && errno != ENOENT { throw StoreError.system("cannot remove", path: path) }
+    }
+
+    /// Creates a directory and its missing parents.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(StoreError) {
+        if mkdir(path, mode) == 0 || errno == EEXIST { return }
+        if errno == ENOENT {
+            let parent = dirname(of: path)
+            if parent != path && !parent.isEmpty {
+                try makeDirectories(parent, mode: mode)
+                if mkdir(path, mode) == 0 || errno == EEXIST { return }
+            }
+        }
+        throw StoreError.system("cannot create directory", path: path)
+    }
+
+    /// `lstat`, or nil when the path does not exist.
+    public static func lstat(_ path: String) throws(StoreError) -> stat? {
+        var st = stat()
+        if Glibc.lstat(path, &st) == 0 { return st }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw StoreError.system("cannot stat", path: path)
+    }
+
+    /// True when something exists at `path` (a dangling symlink counts).
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return Glibc.lstat(path, &st) == 0
+    }
+
+    /// True when `path` is a directory (not following a final symlink).
+    public static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return Glibc.lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Names in a directory, without `.` and `..`.
+    public static func listDirectory(_ path: String) throws(StoreError) -> [String] {
+        guard let dir = opendir(path) else { throw StoreError.system("cannot list", path: path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { p in
+                p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// The parent directory of a `/`-separated path ("" for a bare name).
+    public static func dirname(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
+        if slash == path.utf8.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    /// The last component of a `/`-separated path.
+    public static func basename(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+        return String(path[path.utf8.index(after: slash)...])
+    }
+
+    /// A random hex suffix for temporary names.
+    public static func randomSuffix() -> String {
+        var g = SystemRandomNumberGenerator()
+        return String(g.next() as UInt64, radix: 16)
+    }
+
+    /// Writes `bytes` to `path` the way git writes: a temp file in the same directory, fsync,
+    /// rename over `path`, fsync the directory. A reader sees the old file or the new one.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, tempPrefix: String = ".ferry-tmp-") throws(StoreError) {
+        let dir = dirname(of: path)
+        let temp = (dir.isEmpty ? "" : dir + "/") + tempPrefix + randomSuffix()
+        let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        do {
+            defer { close(fd) }
+            try writeAll(fd, bytes, path: temp)
+            try sync(fd, path: temp)
+        } catch {
+            Glibc.unlink(temp)
+            throw error
+        }
+        do {
+            try rename(temp, path)
+        } catch {
+            Glibc.unlink(temp)
+            throw error
+        }
+        try syncDirectory(dir.isEmpty ? "." : dir)
+    }
+}

@@ -1,0 +1,99 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// What identifies a file's state without reading it, as git's index does: a change of any
+/// field means the content may have changed.
+public struct FileFingerprint: Sendable, Equatable, Hashable {
+    /// Inode number.
+    public var inode: UInt64
+    /// Size in bytes.
+    public var size: Int
+    /// Modification time in nanoseconds.
+    public var mtime: Int
+    /// Status-change time in nanoseconds.
+    public var ctime: Int
+
+    /// The fingerprint of a `stat`.
+    public init(_ st: stat) {
+        inode = UInt64(st.st_ino)
+        size = Int(st.st_size)
+        mtime = Int(st.st_mtim.tv_sec) * 1_000_000_000 + Int(st.st_mtim.tv_nsec)
+        ctime = Int(st.st_ctim.tv_sec) * 1_000_000_000 + Int(st.st_ctim.tv_nsec)
+    }
+
+    /// The fingerprint of the file at `path`, or nil when there is none.
+    public static func of(_ path: String) -> FileFingerprint? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return FileFingerprint(st)
+    }
+}
+
+/// Walks a folder and lists its candidate documents, skipping `.ferry/` and ignored paths,
+/// and reporting what cannot be synced (symlinks, devices, sockets, names that are not valid ids).
+public struct FolderScanner {
+    /// A regular file that is a document.
+    public struct Found: Sendable {
+        /// Its id.
+        public var doc: DocumentID
+        /// Its state.
+        public var fingerprint: FileFingerprint
+    }
+
+    /// A path that is not synced, and why.
+    public struct Skipped: Sendable, Equatable {
+        /// Path relative to the folder.
+        public var path: String
+        /// Why, e.g. "symbolic link".
+        public var reason: String
+    }
+
+    /// The folder.
+    public let root: String
+    /// What to ignore.
+    public let rules: IgnoreRules
+
+    /// A scanner.
+    public init(root: String, rules: IgnoreRules) {
+        self.root = root
+        self.rules = rules
+    }
+
+    /// Every document file below `relativeDirectory` ("" for the whole folder), sorted by id.
+    public func scan(relativeDirectory: String = "") throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
+        var found: [Found] = []
+        var skipped: [Skipped] = []
+        try walk(relativeDirectory, &found, &skipped)
+        found.sort { $0.doc < $1.doc }
+        return (found, skipped)
+    }
+
+    private func walk(_ relative: String, _ found: inout [Found], _ skipped: inout [Skipped]) throws(StoreError) {
+        let dirPath = relative.isEmpty ? root : root + "/" + relative
+        let names: [String]
+        do { names = try FileSystem.listDirectory(dirPath) } catch where error.errno == ENOENT || error.errno == ENOTDIR {
+            return
+        }
+        for name in names {
+            let rel = relative.isEmpty ? name : relative + "/" + name
+            if relative.isEmpty && name == ".ferry" { continue }
+            guard let st = try FileSystem.lstat(root + "/" + rel) else { continue }
+            let type = st.st_mode & S_IFMT
+            if rules.isIgnored(rel, isDirectory: type == S_IFDIR) || IgnoreRules.isSedTemporary(name) { continue }
+            switch type {
+            case S_IFDIR:
+                try walk(rel, &found, &skipped)
+            case S_IFREG:
+                do {
+                    found.append(Found(doc: try DocumentID(rel), fingerprint: FileFingerprint(st)))
+                } catch {
+                    skipped.append(Skipped(path: rel, reason: error.reason))
+                }
+            case S_IFLNK: skipped.append(Skipped(path: rel, reason: "symbolic link (not synced)"))
+            default: skipped.append(Skipped(path: rel, reason: "not a regular file (not synced)"))
+            }
+        }
+    }
+}

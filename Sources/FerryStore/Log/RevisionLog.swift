@@ -1,0 +1,119 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// `revs.log`: JSON Lines, append-only. Each append is one `write` of whole lines followed by
+/// `fdatasync`, so a revision is durable before anyone hears of it. A torn last line (a crash
+/// mid-write) is ignored when reading and cut off when a writer opens the log.
+public final class RevisionLog {
+    /// The log's path.
+    public let path: String
+    private var fd: Int32 = -1
+    /// Byte length of the log's valid part.
+    public private(set) var length: Int = 0
+
+    /// What reading the log found.
+    public struct ReadResult {
+        /// Every valid entry, in file order.
+        public var entries: [LogEntry] = []
+        /// Lines that could not be decoded (1-based line number and why), not counting a torn tail.
+        public var damagedLines: [(line: Int, reason: String)] = []
+        /// Bytes of an incomplete last line, ignored (0 when the log ends cleanly).
+        public var tornTailBytes: Int = 0
+        /// Byte length up to the end of the last complete line.
+        public var validLength: Int = 0
+    }
+
+    init(path: String) { self.path = path }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// Reads and decodes the whole log.
+    public static func read(path: String) throws(StoreError) -> ReadResult {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileSystem.readFile(path)
+        } catch where error.errno == ENOENT {
+            return ReadResult()
+        }
+        return decode(bytes)
+    }
+
+    /// Decodes log bytes; exposed for tests and the benchmark.
+    public static func decode(_ bytes: [UInt8]) -> ReadResult {
+        var result = ReadResult()
+        result.entries.reserveCapacity(bytes.count / 250)
+        bytes.withUnsafeBufferPointer { buf in
+            var start = 0
+            var lineNumber = 0
+            while start < buf.count {
+                lineNumber += 1
+                guard let nl = UnsafeBufferPointer(rebasing: buf[start...]).firstIndex(of: 0x0A) else {
+                    // No newline: a torn last line, whatever it holds.
+                    result.tornTailBytes = buf.count - start
+                    break
+                }
+                let end = start + nl
+                let line = UnsafeBufferPointer(rebasing: buf[start..<end])
+                if !line.isEmpty {
+                    do {
+                        let json = try JSONParser.parse(buffer: line)
+                        result.entries.append(try LogEntry(json: json))
+                    } catch {
+                        result.damagedLines.append((lineNumber, "\(error)"))
+                    }
+                }
+                start = end + 1
+                result.validLength = start
+            }
+        }
+        return result
+    }
+
+    /// Opens for appending; cuts off a torn tail first (the only rewrite the log ever gets).
+    func openForAppend(validLength: Int) throws(StoreError) {
+        fd = try FileSystem.open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644)
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw StoreError.system("cannot stat", path: path) }
+        if Int(st.st_size) > validLength {
+            if ftruncate(fd, off_t(validLength)) != 0 { throw StoreError.system("cannot repair torn line in", path: path) }
+            try FileSystem.sync(fd, path: path)
+        }
+        length = validLength
+    }
+
+    /// Appends entries with one write and one fdatasync. On failure the log is cut back to its
+    /// previous length so that no partial line stays behind (e.g. on a full disk).
+    func append(_ entries: [LogEntry]) throws(StoreError) {
+        precondition(fd >= 0, "log not opened for writing")
+        guard !entries.isEmpty else { return }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(entries.count * 300)
+        for e in entries {
+            buffer += e.encodedLine()
+            buffer.append(0x0A)
+        }
+        do {
+            try FileSystem.writeAll(fd, buffer, path: path)
+            try FileSystem.sync(fd, path: path)
+        } catch {
+            _ = ftruncate(fd, off_t(length))
+            throw error
+        }
+        length += buffer.count
+    }
+
+    /// Replaces the whole log atomically with `entries` (used by `compact`).
+    func rewrite(_ entries: [LogEntry]) throws(StoreError) {
+        var buffer: [UInt8] = []
+        for e in entries {
+            buffer += e.encodedLine()
+            buffer.append(0x0A)
+        }
+        try FileSystem.writeAtomically(buffer, to: path, tempPrefix: "revs.log.tmp-")
+        if fd >= 0 { close(fd) }
+        fd = try FileSystem.open(path, O_WRONLY | O_APPEND)
+        length = buffer.count
+    }
+}

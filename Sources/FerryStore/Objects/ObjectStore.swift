@@ -1,0 +1,207 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// The content-addressed object store `.ferry/objects/ab/cdef…`: immutable files (0444)
+/// named by the SHA-256 of their exact bytes, written temp → fsync → rename, never rewritten.
+public final class ObjectStore {
+    /// `.ferry/objects`.
+    public let directory: String
+    /// Where temporary files are written before their hash is known (same filesystem).
+    let tempDirectory: String
+    /// When set, writes skip their per-file fsyncs; `DurabilityBatch.commit` makes them durable.
+    var batch: DurabilityBatch?
+
+    /// Size of the chunks blobs are streamed in: memory stays flat whatever the file size.
+    public static let chunkSize = 1 << 20
+
+    init(directory: String, tempDirectory: String) {
+        self.directory = directory
+        self.tempDirectory = tempDirectory
+    }
+
+    /// The path of an object.
+    public func path(for digest: BlobDigest) -> String {
+        let hex = digest.hex
+        let split = hex.index(hex.startIndex, offsetBy: 2)
+        return "\(directory)/\(hex[..<split])/\(hex[split...])"
+    }
+
+    /// True when the object is present.
+    public func contains(_ digest: BlobDigest) -> Bool {
+        FileSystem.exists(path(for: digest))
+    }
+
+    /// Stores `bytes`; returns its digest. An object that already exists is left untouched.
+    @discardableResult
+    public func write(_ bytes: [UInt8]) throws(StoreError) -> BlobDigest {
+        let digest = BlobDigest.of(bytes)
+        if contains(digest) { return digest }
+        let temp = newTempPath()
+        let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
+        do {
+            defer { close(fd) }
+            try FileSystem.writeAll(fd, bytes, path: temp)
+            if batch == nil { try FileSystem.sync(fd, path: temp) }
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        try install(temp: temp, as: digest)
+        return digest
+    }
+
+    /// Streams the file at `source` into the store, hashing as it copies; memory stays at one
+    /// chunk. Returns the digest and size, and the `stat` of the source taken before reading
+    /// so that callers can tell whether the file changed while it was copied.
+    public func importFile(at source: String, expected: BlobDigest? = nil) throws(StoreError) -> (digest: BlobDigest, size: Int) {
+        let input = try FileSystem.open(source, O_RDONLY)
+        defer { close(input) }
+        return try importStream(from: input, sourcePath: source, expected: expected)
+    }
+
+    /// Streams everything readable from `input` into the store (see `importFile`). When
+    /// `expected` is given and the bytes do not hash to it, nothing is stored and the call fails.
+    public func importStream(from input: Int32, sourcePath: String, expected: BlobDigest? = nil) throws(StoreError) -> (digest: BlobDigest, size: Int) {
+        let temp = newTempPath()
+        let out = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
+        var hasher = BlobHasher()
+        do {
+            defer { close(out) }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                let n = try FileSystem.read(input, into: buffer, path: sourcePath)
+                if n == 0 { break }
+                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                hasher.update(chunk)
+                try FileSystem.writeAll(out, chunk, path: temp)
+            }
+            if batch == nil { try FileSystem.sync(out, path: temp) }
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        let digest = hasher.finalize()
+        if let expected, expected != digest {
+            unlink(temp)
+            throw StoreError(.corrupt, "bytes from \(sourcePath) hash to \(digest), not the expected \(expected); nothing was stored")
+        }
+        if contains(digest) {
+            unlink(temp)
+        } else {
+            try install(temp: temp, as: digest)
+        }
+        return (digest, hasher.count)
+    }
+
+    /// Moves a written temp file to its content address.
+    private func install(temp: String, as digest: BlobDigest) throws(StoreError) {
+        let final = path(for: digest)
+        let dir = FileSystem.dirname(of: final)
+        do {
+            try FileSystem.makeDirectories(dir)
+            if let batch {
+                // Durable data before the name points at it: the batch syncs the temp files,
+                // then renames, then syncs again (see DurabilityBatch).
+                batch.pendingRenames.append((temp, final))
+                return
+            }
+            try FileSystem.rename(temp, final)
+            try FileSystem.syncDirectory(dir)
+        } catch {
+            unlink(temp)
+            throw error
+        }
+    }
+
+    /// The whole content of an object (for JSON bodies; blobs are streamed with `open`).
+    public func read(_ digest: BlobDigest) throws(StoreError) -> [UInt8] {
+        do {
+            return try FileSystem.readFile(path(for: digest))
+        } catch where error.errno == ENOENT {
+            throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
+        }
+    }
+
+    /// Opens an object for streaming.
+    public func open(_ digest: BlobDigest) throws(StoreError) -> Int32 {
+        do {
+            return try FileSystem.open(path(for: digest), O_RDONLY)
+        } catch where error.errno == ENOENT {
+            throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
+        }
+    }
+
+    /// Re-hashes an object; returns the digest its bytes actually have.
+    public func rehash(_ digest: BlobDigest) throws(StoreError) -> BlobDigest {
+        let fd = try open(digest)
+        defer { close(fd) }
+        var hasher = BlobHasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try FileSystem.read(fd, into: buffer, path: path(for: digest))
+            if n == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+        return hasher.finalize()
+    }
+
+    /// Every object file present, with the digest its path names (unparseable names are
+    /// returned as `stray` paths).
+    public func allObjects() throws(StoreError) -> (objects: [BlobDigest], stray: [String]) {
+        var objects: [BlobDigest] = []
+        var stray: [String] = []
+        guard FileSystem.exists(directory) else { return ([], []) }
+        for fan in try FileSystem.listDirectory(directory).sorted() {
+            let fanPath = "\(directory)/\(fan)"
+            guard fan.utf8.count == 2, FileSystem.isDirectory(fanPath) else {
+                stray.append(fanPath)
+                continue
+            }
+            for rest in try FileSystem.listDirectory(fanPath).sorted() {
+                if let d = try? BlobDigest(hex: fan + rest) { objects.append(d) } else { stray.append("\(fanPath)/\(rest)") }
+            }
+        }
+        return (objects, stray)
+    }
+
+    /// Removes an object (only `compact` does this, for bodies no revision needs any more).
+    func remove(_ digest: BlobDigest) throws(StoreError) {
+        try FileSystem.unlink(path(for: digest))
+    }
+
+    private func newTempPath() -> String {
+        "\(tempDirectory)/obj-\(FileSystem.randomSuffix())"
+    }
+}
+
+/// Groups the fsyncs of many object writes (as `init` of a large folder does): temp files are
+/// written without fsync, then one `syncfs` makes their data durable, then they are renamed
+/// to their addresses, then a second `syncfs` makes the names durable, and only then may log
+/// lines refer to them.
+public final class DurabilityBatch {
+    var pendingRenames: [(String, String)] = []
+    let root: String
+
+    init(root: String) { self.root = root }
+
+    /// Makes every object written in the batch durable and visible.
+    func commit() throws(StoreError) {
+        guard !pendingRenames.isEmpty else { return }
+        try FileSystem.syncFilesystem(containing: root)
+        for (temp, final) in pendingRenames {
+            if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.rename(temp, final) }
+        }
+        pendingRenames.removeAll()
+        try FileSystem.syncFilesystem(containing: root)
+    }
+
+    /// Drops the batch's temp files.
+    func abandon() {
+        for (temp, _) in pendingRenames { unlink(temp) }
+        pendingRenames.removeAll()
+    }
+}

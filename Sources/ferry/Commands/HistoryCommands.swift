@@ -1,0 +1,128 @@
+import ArgumentParser
+import FerryCore
+import FerryStore
+
+/// `ferry log [DOC]`: revision history, newest first.
+struct LogCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "Show revision history, newest first (one line per revision).")
+
+    @Argument(help: "Only this document.")
+    var doc: String?
+
+    @Option(name: .shortAndLong, help: "Show at most this many revisions.")
+    var count: Int?
+
+    @OptionGroup var folder: FolderOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let root = try folder.resolveRoot()
+        guard FileSystem.exists(root + "/.ferry/folder.json") else {
+            throw StoreError(.notInitialized, "\(root) is not a ferry folder; run `ferry init` there")
+        }
+        let filter = try doc.map { try DocumentID($0) }
+        let read = try RevisionLog.read(path: FolderLayout(root: root).logFile)
+        var entries = read.entries.reversed().filter { filter == nil || $0.doc == filter! }
+        if let count { entries = Array(entries.prefix(max(0, count))) }
+        if output.json {
+            printJSON(.array(entries.map(\.json)))
+            return
+        }
+        for e in entries { print(Self.line(e)) }
+    }
+
+    /// `seq  time  rev  doc  what  origin`.
+    static func line(_ e: LogEntry) -> String {
+        let what: String
+        if let c = e.conflict {
+            what = e.deleted ? "closed branch \(c.loser)" : "merged \(c.loser) into \(c.winner)"
+        } else if e.deleted {
+            what = "deleted"
+        } else if e.parent == nil {
+            what = "created (\(e.size) bytes)"
+        } else {
+            what = "edited (\(e.size) bytes)"
+        }
+        return "\(e.seq)\t\(e.time)\t\(e.rev)\t\(e.doc)\t\(what)\t\(e.origin)"
+    }
+}
+
+/// `ferry show DOC[@REV]`.
+struct ShowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Print a document's body at a revision (default: its current revision).")
+
+    @Argument(help: ArgumentHelp("The document, optionally with @REV.", valueName: "doc[@rev]"))
+    var target: String
+
+    @OptionGroup var folder: FolderOptions
+
+    func run() throws {
+        let store = try folder.open(writable: false)
+        var docText = target
+        var rev: RevisionID?
+        if let at = target.lastIndex(of: "@"), let r = try? RevisionID(String(target[target.index(after: at)...])) {
+            docText = String(target[..<at])
+            rev = r
+        }
+        let doc = try DocumentID(docText)
+        guard let tree = store.index[doc] else { throw StoreError(.notFound, "no document \(doc) in \(store.root)") }
+        guard let node = rev.map({ tree.nodes[$0] }) ?? tree.current else {
+            throw StoreError(.notFound, "\(doc) has no revision \(rev!)")
+        }
+        if node.deleted { throw StoreError(.notFound, "\(doc)@\(node.rev) is a deletion") }
+        if doc.kind == .json {
+            FileHandleOutput.stdout(try store.jsonBody(of: node, doc: doc).prettyBytes)
+        } else {
+            FileHandleOutput.stdout(try store.body(of: node, doc: doc))
+        }
+    }
+}
+
+/// `ferry conflicts`.
+struct ConflictsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "List resolved conflicts (how each was closed) and any still open.")
+
+    @OptionGroup var folder: FolderOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let store = try folder.open(writable: false)
+        var resolved: [(doc: DocumentID, record: ConflictRecord, merged: RevisionID?, closing: RevisionID, time: String)] = []
+        var mergedRevs: [ConflictRecord: RevisionID] = [:]
+        for e in try store.readLogEntries() {
+            guard let c = e.conflict else { continue }
+            if !e.deleted { mergedRevs[c] = e.rev; continue }
+            resolved.append((e.doc, c, mergedRevs[c], e.rev, e.time))
+        }
+        let open = store.index.trees.filter { $0.value.liveLeaves.count > 1 }.sorted { $0.key < $1.key }
+        if output.json {
+            printJSON([
+                "resolved": .array(resolved.map { r in
+                    var o: [String: JSONValue] = [
+                        "doc": .string(r.doc.rawValue), "winner": .string(r.record.winner.description),
+                        "loser": .string(r.record.loser.description), "resolution": .string(r.record.resolution.rawValue),
+                        "closing": .string(r.closing.description), "time": .string(r.time),
+                    ]
+                    if let m = r.merged { o["merged"] = .string(m.description) }
+                    return .object(o)
+                }),
+                "open": .array(open.map { ["doc": .string($0.key.rawValue), "leaves": .array($0.value.liveLeaves.map { .string($0.rev.description) })] }),
+            ])
+            return
+        }
+        if resolved.isEmpty && open.isEmpty { print("No conflicts.") }
+        for r in resolved {
+            let how = r.merged.map { "merged into \($0)" } ?? "winner's body kept"
+            print("\(r.time)\t\(r.doc)\twinner \(r.record.winner)\tloser \(r.record.loser)\t\(how)\tlosing branch closed by \(r.closing)")
+        }
+        for (doc, tree) in open {
+            print("OPEN\t\(doc)\tleaves \(tree.liveLeaves.map(\.rev.description).joined(separator: ", "))")
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import ArgumentParser
+import FerryStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a command line and maps every failure to SPEC §3's exit codes: 1 failure, 2 usage,
+/// 3 authentication or TLS trust, 4 folder not initialized or locked. Errors are one line on
+/// stderr, prefixed `ferry: `.
+enum CommandRunner {
+    static func run(_ arguments: [String]) async -> Int32 {
+        var command: ParsableCommand
+        do {
+            command = try FerryCommand.parseAsRoot(arguments)
+        } catch {
+            let code = FerryCommand.exitCode(for: error)
+            if code == .success {
+                print(FerryCommand.fullMessage(for: error))
+                return 0
+            }
+            FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
+            return 2
+        }
+        do {
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            return 0
+        } catch let error as StoreError {
+            FileHandleOutput.stderr("ferry: \(error.message)")
+            switch error.code {
+            case .notInitialized, .locked: return 4
+            default: return 1
+            }
+        } catch let error as CLIError {
+            FileHandleOutput.stderr("ferry: \(error.message)")
+            return error.exitCode
+        } catch let error as ExitCode {
+            return error.rawValue
+        } catch {
+            let code = FerryCommand.exitCode(for: error)
+            if code == .validationFailure {
+                FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
+                return 2
+            }
+            FileHandleOutput.stderr("ferry: \(error)")
+            return 1
+        }
+    }
+}
+
+/// A failure the CLI reports with its own exit code.
+struct CLIError: Error {
+    /// One sentence.
+    let message: String
+    /// The process's exit status.
+    let exitCode: Int32
+
+    /// A failure (exit 1 unless said otherwise).
+    init(_ message: String, exitCode: Int32 = 1) {
+        self.message = message
+        self.exitCode = exitCode
+    }
+}
+
+/// Writing to the standard streams without buffering surprises.
+enum FileHandleOutput {
+    /// One line on stderr.
+    static func stderr(_ line: String) {
+        var text = line
+        if !text.hasSuffix("\n") { text += "\n" }
+        _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    }
+
+    /// Raw bytes on stdout.
+    static func stdout(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+            if n <= 0 { if errno == EINTR { continue }; return }
+            offset += n
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import FerryCore
+import FerryStore
+import Foundation
+import Logging
+
+/// `-C DIR`: which folder; shared by every command that works on one.
+struct FolderOptions: ParsableArguments {
+    @Option(name: .customShort("C"), help: ArgumentHelp("The ferry folder (default: the current directory or its nearest ancestor holding .ferry/).", valueName: "dir"))
+    var directory: String?
+
+    @Flag(name: .shortAndLong, help: "Log what happens (info level) on stderr.")
+    var verbose = false
+
+    /// The folder's root: `-C DIR` as given (no search), or found from the current directory.
+    func resolveRoot() throws -> String {
+        if let directory { return absolute(directory) }
+        let cwd = FileManager.default.currentDirectoryPath
+        guard let root = FolderStore.locate(from: cwd) else {
+            throw StoreError(.notInitialized, "\(cwd) is not inside a ferry folder (no .ferry/ here or above); run `ferry init`")
+        }
+        return root
+    }
+
+    /// Opens the folder.
+    func open(writable: Bool) throws -> FolderStore {
+        try FolderStore.open(at: try resolveRoot(), writable: writable, logger: makeLogger())
+    }
+
+    /// A logger on stderr: warnings by default, info with `--verbose`, or `$FERRY_LOG`.
+    func makeLogger(label: String = "ferry") -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        if let level = ProcessInfo.processInfo.environment["FERRY_LOG"].flatMap(Logger.Level.init(rawValue:)) {
+            logger.logLevel = level
+        } else {
+            logger.logLevel = verbose ? .info : .warning
+        }
+        return logger
+    }
+}
+
+/// `--json`: machine-readable output.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+}
+
+/// An absolute, normalized path for a user-supplied one.
+func absolute(_ path: String) -> String {
+    let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    var parts: [Substring] = []
+    for c in full.split(separator: "/") {
+        if c == "." { continue }
+        if c == ".." { _ = parts.popLast(); continue }
+        parts.append(c)
+    }
+    return "/" + parts.joined(separator: "/")
+}
+
+/// Prints a JSON value, pretty, with a trailing newline.
+func printJSON(_ value: JSONValue) {
+    FileHandleOutput.stdout(value.prettyBytes)
+}
+
+extension LogEntry {
+    /// The entry as the JSON object of its log line.
+    var json: JSONValue {
+        (try? JSONParser.parse(encodedLine())) ?? .null
+    }
+}
