@@ -1,8 +1,14 @@
-/// An exact decimal number as written in JSON: sign, significant digits and decimal exponent.
+/// A JSON number as a decimal: sign, significant digits and decimal exponent.
 ///
 /// The value is `0.d1d2…dk × 10^exponent` (the ECMAScript `n` convention). Digits carry no
-/// leading or trailing zeros; zero has no digits. Keeping the decimal digits (rather than a
-/// `Double`) is what lets integers beyond 2^53 and long decimals round-trip unchanged.
+/// leading or trailing zeros; zero has no digits.
+///
+/// What a number *is* follows RFC 8785 where that loses nothing a writer could have meant:
+/// a non-integral number of at most 17 significant digits (a double's precision) is the IEEE
+/// double nearest to it, kept as that double's shortest round-trip digits, exactly as RFC 8785
+/// canonicalizes it. Integers of any size, and decimals with more than 17 significant digits,
+/// keep their exact digits (RFC 8785 would round them to a double); so do numbers beyond a
+/// double's range. See docs/format.md.
 public struct JSONNumber: Sendable, Hashable {
     /// True for a negative, non-zero number.
     public let isNegative: Bool
@@ -11,7 +17,42 @@ public struct JSONNumber: Sendable, Hashable {
     /// Decimal exponent `n` such that the value is `0.digits × 10^n`.
     public let exponent: Int
 
-    /// A number from its parts; normalizes zeros.
+    /// A number as parsed: exact digits, then the double rule above.
+    init(parsedNegative: Bool, rawDigits: ArraySlice<UInt8>, exponent: Int) {
+        let exact = JSONNumber(isNegative: parsedNegative, rawDigits: rawDigits, exponent: exponent)
+        guard !exact.isZero, exact.exponent < exact.digits.count, exact.digits.count <= 17,
+              let double = Double(String(decoding: exact.canonicalBytes, as: UTF8.self)),
+              double.isFinite, double != 0
+        else {
+            self = exact
+            return
+        }
+        self = JSONNumber(shortestOf: double)
+    }
+
+    /// The shortest digits that round-trip `double` (Swift prints exactly those).
+    init(shortestOf double: Double) {
+        let text = Array("\(double.magnitude)".utf8)
+        var digits: [UInt8] = []
+        var pointAt: Int?
+        var exp = 0
+        var i = 0
+        while i < text.count {
+            let c = text[i]
+            if c == UInt8(ascii: ".") {
+                pointAt = digits.count
+            } else if c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
+                exp = Int(String(decoding: text[(i + 1)...], as: UTF8.self)) ?? 0
+                break
+            } else {
+                digits.append(c)
+            }
+            i += 1
+        }
+        self.init(isNegative: double < 0, rawDigits: digits[...], exponent: (pointAt ?? digits.count) + exp)
+    }
+
+    /// A number from its exact parts; normalizes zeros.
     init(isNegative: Bool, rawDigits: ArraySlice<UInt8>, exponent: Int) {
         var d = rawDigits
         var n = exponent
@@ -37,8 +78,11 @@ public struct JSONNumber: Sendable, Hashable {
     /// The shortest decimal that round-trips `value`; nil for NaN and infinities.
     public init?(_ value: Double) {
         guard value.isFinite else { return nil }
-        guard let parsed = try? JSONParser.parseNumberLiteral(Array("\(value)".utf8)) else { return nil }
-        self = parsed
+        if value == 0 {
+            self.init(isNegative: false, rawDigits: [], exponent: 0)
+        } else {
+            self.init(shortestOf: value)
+        }
     }
 
     /// True when the value is zero.
@@ -63,9 +107,7 @@ public struct JSONNumber: Sendable, Hashable {
     public var doubleValue: Double { Double(String(decoding: canonicalBytes, as: UTF8.self)) ?? .nan }
 
     /// The canonical text: ECMAScript `Number.prototype.toString` layout (RFC 8785) applied to
-    /// the exact digits. For every number written as the shortest round-trip form of a double
-    /// (what any RFC 8785 producer writes) this is exactly RFC 8785's output; other numbers keep
-    /// their exact value instead of being rounded to a double.
+    /// the digits; integers of more than 17 digits are written out in full.
     public var canonicalBytes: [UInt8] {
         if isZero { return [UInt8(ascii: "0")] }
         var out: [UInt8] = []
@@ -74,7 +116,9 @@ public struct JSONNumber: Sendable, Hashable {
         let k = digits.count
         let n = exponent
         let zero = UInt8(ascii: "0")
-        if k <= n && n <= 21 {
+        if k <= n && (n <= 21 || k > 17) {
+            // Integers longer than a double's 17 digits are written out in full: their digits
+            // are exact (not a double's), and a long id should read as the id it is.
             out += digits
             out += repeatElement(zero, count: n - k)
         } else if 0 < n && n <= 21 {

@@ -24,15 +24,6 @@ public struct JSONParser {
         return try parser.parseDocument()
     }
 
-    /// Parses the text of a single JSON number.
-    static func parseNumberLiteral(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONNumber {
-        let value = try parse(bytes)
-        guard case let .number(n) = value else {
-            throw JSONSyntaxError(message: "not a number", line: 1, column: 1, offset: 0)
-        }
-        return n
-    }
-
     /// The state of one parse over a byte buffer.
     struct Cursor {
         let buf: UnsafeBufferPointer<UInt8>
@@ -215,7 +206,7 @@ public struct JSONParser {
             raw.reserveCapacity(intEnd - intStart + fracEnd - fracStart)
             raw += UnsafeBufferPointer(rebasing: buf[intStart..<intEnd])
             raw += UnsafeBufferPointer(rebasing: buf[fracStart..<fracEnd])
-            return JSONNumber(isNegative: negative, rawDigits: raw[...], exponent: (intEnd - intStart) + exp)
+            return JSONNumber(parsedNegative: negative, rawDigits: raw[...], exponent: (intEnd - intStart) + exp)
         }
 
         @inline(__always) func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }

@@ -19,7 +19,7 @@ public struct IgnoreRules: Sendable {
     /// Editor droppings and temporary files ignored out of the box (SPEC §1), plus ferry's own
     /// temporary files and `.ferryignore` itself (local configuration, like Syncthing's .stignore).
     public static let builtIn = [
-        "*.swp", "*.swx", "*~", ".#*", "#*#", "4913", "*.tmp", ".~lock.*#",
+        "*.swp", "*.swx", "*~", ".#*", "\\#*#", "4913", "*.tmp", ".~lock.*#",
         ".ferry-tmp-*", "/.ferryignore", "/.ferry/",
     ]
 

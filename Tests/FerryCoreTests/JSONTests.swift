@@ -1,0 +1,128 @@
+import Testing
+@testable import FerryCore
+import FerryTesting
+
+@Suite struct CanonicalJSONTests {
+    @Test func rfc8785SectionThreeExample() throws {
+        // RFC 8785 §3.2.2 input and its canonical output (§3.2.3).
+        let input = #"""
+        {
+          "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+          "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+          "literals": [null, true, false]
+        }
+        """#
+        let expected = #"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        #expect(try JSONParser.parse(input).canonicalString == expected)
+    }
+
+    @Test func rfc8785PropertySorting() throws {
+        // RFC 8785 §3.2.3: keys sort by UTF-16 code units.
+        let input = #"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}"#
+        let keys = try JSONParser.parse(input).canonicalString
+        let order = ["\\r", "1", "\u{80}", "ö", "€", "😀", "\u{FB33}"]
+        var last = keys.startIndex
+        for k in order {
+            let r = try #require(keys.range(of: "\"\(k)\":", range: last..<keys.endIndex))
+            last = r.upperBound
+        }
+    }
+
+    @Test(arguments: [
+        (UInt64(0x0000_0000_0000_0000), "0"), (0x8000_0000_0000_0000, "0"),
+        (0x0000_0000_0000_0001, "5e-324"), (0x8000_0000_0000_0001, "-5e-324"),
+        (0x7FEF_FFFF_FFFF_FFFF, "1.7976931348623157e+308"), (0xFFEF_FFFF_FFFF_FFFF, "-1.7976931348623157e+308"),
+        (0x4340_0000_0000_0000, "9007199254740992"), (0xC340_0000_0000_0000, "-9007199254740992"),
+        (0x4430_0000_0000_0000, "295147905179352830000"), (0x44B5_2D02_C7E1_4AF5, "9.999999999999997e+22"),
+        (0x44B5_2D02_C7E1_4AF6, "1e+23"), (0x44B5_2D02_C7E1_4AF7, "1.0000000000000001e+23"),
+        (0x444B_1AE4_D6E2_EF4E, "999999999999999700000"), (0x444B_1AE4_D6E2_EF4F, "999999999999999900000"),
+        (0x444B_1AE4_D6E2_EF50, "1e+21"), (0x3EB0_C6F7_A0B5_ED8C, "9.999999999999997e-7"),
+        (0x3EB0_C6F7_A0B5_ED8D, "0.000001"), (0x41B3_DE43_5555_5553, "333333333.3333332"),
+        (0x41B3_DE43_5555_5554, "333333333.33333325"), (0x41B3_DE43_5555_5555, "333333333.3333333"),
+        (0x41B3_DE43_5555_5556, "333333333.3333334"), (0x41B3_DE43_5555_5557, "333333333.33333343"),
+        (0xBECB_F647_612F_3696, "-0.0000033333333333333333"), (0x4314_3FF3_C1CB_0959, "1424953923781206.2"),
+    ])
+    func rfc8785NumberTable(bits: UInt64, expected: String) throws {
+        let d = Double(bitPattern: bits)
+        #expect(try #require(JSONNumber(d)).description == expected)
+        // The same text parsed back keeps the same canonical form.
+        #expect(try JSONParser.parse(expected).canonicalString == expected)
+    }
+
+    @Test(arguments: [
+        ("12345678901234567890123456789", "12345678901234567890123456789"),
+        ("-9007199254740993", "-9007199254740993"),
+        ("18446744073709551617", "18446744073709551617"),
+        ("3.14159265358979323846264338327950288", "3.14159265358979323846264338327950288"),
+        ("0.100000000000000000000000001", "0.100000000000000000000000001"),
+        ("1e400", "1e+400"), ("-2.5e-400", "-2.5e-400"),
+        ("123456789012345678901234567890.5", "1.234567890123456789012345678905e+29"),
+        ("1.0", "1"), ("10e-1", "1"), ("-0", "0"), ("0.0", "0"), ("1E30", "1e+30"), ("4.50", "4.5"),
+    ])
+    func bigIntegersAndLongDecimalsKeepTheirExactValue(text: String, canonical: String) throws {
+        let value = try JSONParser.parse("[\(text)]")
+        #expect(value.canonicalString == "[\(canonical)]")
+        #expect(try JSONParser.parse(value.canonicalBytes) == value)
+        #expect(try JSONParser.parse(value.prettyBytes) == value)
+    }
+
+    @Test func prettyPrintingIsCanonicalContentWithTwoSpaceIndent() throws {
+        let v = try JSONParser.parse(#"{"b":[1,{"c":null}],"a":{},"d":[]}"#)
+        let expected = "{\n  \"a\": {},\n  \"b\": [\n    1,\n    {\n      \"c\": null\n    }\n  ],\n  \"d\": []\n}\n"
+        #expect(String(decoding: v.prettyBytes, as: UTF8.self) == expected)
+        #expect(try JSONParser.parse(v.prettyBytes) == v)
+    }
+
+    @Test func randomDocumentsRoundTrip() throws {
+        var m = InventoryMutator(seed: 42)
+        var doc = m.makeList(count: 30)
+        for _ in 0..<200 {
+            doc = m.edit(doc)
+            #expect(try JSONParser.parse(doc.canonicalBytes) == doc)
+            #expect(try JSONParser.parse(doc.prettyBytes) == doc)
+            #expect(try JSONParser.parse(doc.prettyBytes).canonicalBytes == doc.canonicalBytes)
+        }
+    }
+}
+
+@Suite struct StrictParserTests {
+    func error(_ text: String) -> JSONSyntaxError? {
+        do { _ = try JSONParser.parse(text); return nil } catch { return error }
+    }
+
+    @Test func errorsCarryLineAndColumn() throws {
+        let e = try #require(error("{\"type\": "))
+        #expect(e.line == 1 && e.column == 10)
+        let e2 = try #require(error("{\n  \"a\": 1,\n  \"b\": tru\n}"))
+        #expect(e2.line == 3 && e2.column == 8, "\(e2)")
+        let e3 = try #require(error("{\"é\": 1 \"x\"}"))
+        #expect(e3.line == 1 && e3.column == 9, "\(e3)")
+    }
+
+    @Test(arguments: [
+        "{\"a\": 1,}", "[1, 2,]", "// c\n{}", "{'a': 1}", "{\"a\": 01}", "{\"a\": 1.}", "{\"a\": .5}",
+        "{\"a\": 1, \"a\": 2}", "[\"\\ud800\"]", "[\"\\udc00x\"]", "{\"a\": NaN}", "[1] [2]", "", "  ",
+        "[\"tab\there\"]", "[\"\\x\"]", "{\"a\" 1}", "[-]", "[1e]", "[tru]", "[nul]",
+    ])
+    func rejectsInvalidJSON(text: String) {
+        #expect(error(text) != nil, "accepted: \(text)")
+    }
+
+    @Test func rejectsInvalidUTF8AndDeepNesting() {
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse([0x5B, 0x22, 0xC3, 0x28, 0x22, 0x5D]) }
+        let deep = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(deep) }
+        let ok = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        #expect(throws: Never.self) { try JSONParser.parse(ok) }
+    }
+
+    @Test func surrogatePairsAndEscapes() throws {
+        let v = try JSONParser.parse(#"["\ud83d\ude00", "a\/b", "\u0000"]"#)
+        #expect(v == ["😀", "a/b", "\u{0}"])
+        #expect(v.canonicalString == "[\"😀\",\"a/b\",\"\\u0000\"]")
+    }
+
+    @Test func stringsCompareByBytesNotCanonicalEquivalence() throws {
+        #expect(JSONValue.string("\u{E9}") != JSONValue.string("e\u{301}"))
+    }
+}

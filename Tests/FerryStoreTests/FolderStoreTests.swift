@@ -1,0 +1,230 @@
+import Foundation
+import Testing
+import FerryCore
+@testable import FerryStore
+import FerryTesting
+
+@Suite struct IngestTests {
+    @Test func aSaveIsOneRevisionAndUnchangedContentIsNone() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("notes/today.json")
+        try f.dir.write("notes/today.json", #"{"a": 1}"#)
+        guard case .recorded(let e1) = try f.store.ingest(doc) else { Issue.record("not recorded"); return }
+        #expect(e1.parent == nil && e1.seq == 1)
+        // Same content, other formatting: no change.
+        try f.dir.write("notes/today.json", "{\n  \"a\" : 1.0\n}\n")
+        #expect(try f.store.ingest(doc) == .unchanged)
+        try f.dir.write("notes/today.json", #"{"a": 2}"#)
+        guard case .recorded(let e2) = try f.store.ingest(doc) else { Issue.record("not recorded"); return }
+        #expect(e2.parent == e1.rev)
+        try FileManager.default.removeItem(atPath: f.dir.appending("notes/today.json"))
+        guard case .deleted(let e3?) = try f.store.ingest(doc) else { Issue.record("deletion not recorded"); return }
+        #expect(e3.deleted && e3.parent == e2.rev)
+        #expect(f.store.index.liveDocuments.isEmpty)
+    }
+
+    @Test func invalidJSONIsReportedWithLineAndColumnAndNotRecorded() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("s.json")
+        try f.dir.write("s.json", #"{"type": "#)
+        #expect(try f.store.ingest(doc) == .unreadable("line 1, column 10: unexpected end of input, expected a value"))
+        #expect(f.store.unreadable[doc] != nil)
+        #expect(f.store.index.revisionCount == 0)
+        try f.dir.write("s.json", #"["not an object"]"#)
+        guard case .unreadable(let why) = try f.store.ingest(doc) else { Issue.record("array accepted"); return }
+        #expect(why.contains("must be a JSON object"))
+        try f.dir.write("s.json", #"{"type": "list"}"#)
+        guard case .recorded = try f.store.ingest(doc) else { Issue.record("valid file not recorded"); return }
+        #expect(f.store.unreadable[doc] == nil)
+        #expect(f.store.index.revisionCount == 1)
+    }
+
+    @Test func aBlobReferenceToAMissingObjectIsNotRecorded() throws {
+        let f = try TestFolder()
+        let missing = BlobDigest.of([9, 9, 9])
+        try f.dir.write("x.json", #"{"image": {"@type": "blob", "digest": "\#(missing)", "length": 3}}"#)
+        guard case .unreadable(let why) = try f.store.ingest(try f.doc("x.json")) else { Issue.record("recorded"); return }
+        #expect(why.contains("not in .ferry/objects"))
+    }
+
+    @Test func scanRecordsFilesSkipsIgnoredAndSymlinksAndFindsDeletions() throws {
+        let f = try TestFolder()
+        try f.dir.write("a.json", "{}")
+        try f.dir.write("images/b.jpg", "jpeg bytes")
+        try f.dir.write("a.json.swp", "vim")
+        try f.dir.write("notes~", "backup")
+        try f.dir.write("build/out.o", "obj")
+        try f.dir.write("keep/x.log", "log")
+        try f.dir.write(".ferryignore", "build/\n*.log\n!keep/*.log\n")
+        _ = try FerryProcess.shell("ln -s a.json \(f.root)/link.json")
+        let report = try f.store.batch { try f.store.scanAndRecord() }
+        #expect(Set(report.recorded.map(\.doc.rawValue)) == ["a.json", "images/b.jpg", "keep/x.log"])
+        #expect(report.skipped.map(\.path) == ["link.json"])
+        try FileManager.default.removeItem(atPath: f.dir.appending("images/b.jpg"))
+        let second = try f.store.scanAndRecord()
+        #expect(second.recorded.map(\.doc.rawValue) == ["images/b.jpg"] && second.recorded[0].deleted)
+    }
+
+    @Test func ignoreRulesFollowGitignore() {
+        let r = IgnoreRules(ferryignore: "/top.txt\ndocs/**/draft.md\n*.bak\ncache/\n!important.bak\n# comment\n")
+        #expect(r.isIgnored("top.txt", isDirectory: false))
+        #expect(!r.isIgnored("sub/top.txt", isDirectory: false))
+        #expect(r.isIgnored("docs/a/b/draft.md", isDirectory: false))
+        #expect(r.isIgnored("docs/draft.md", isDirectory: false))
+        #expect(r.isIgnored("x/y.bak", isDirectory: false))
+        #expect(!r.isIgnored("important.bak", isDirectory: false))
+        #expect(r.isIgnored("a/cache/file", isDirectory: false))
+        #expect(!r.isIgnored("cache", isDirectory: false))
+        for dropping in [".samplelist.json.swp", "x.swx", "file~", ".#lock", "#auto#", "4913", "a.tmp", ".~lock.x.ods#", ".ferry-tmp-12ab"] {
+            #expect(IgnoreRules().isIgnored(dropping, isDirectory: false), "\(dropping)")
+        }
+        #expect(IgnoreRules.isSedTemporary("sedAb12Z9"))
+        #expect(!IgnoreRules.isSedTemporary("sediment.json"))
+    }
+}
+
+@Suite struct RemoteRevisionTests {
+    @Test func aRemoteRevisionIsWrittenAtomicallyAndPrettyPrinted() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("dir/new.json")
+        let r = Made.root(doc, ["b": 1, "a": [true, nil]])
+        _ = try r.apply(to: f.store)
+        #expect(try f.dir.read("dir/new.json") == "{\n  \"a\": [\n    true,\n    null\n  ],\n  \"b\": 1\n}\n")
+        // A remote deletion removes the file and the directory it leaves empty.
+        _ = try r.child(nil).apply(to: f.store)
+        #expect(!FileSystem.exists(f.dir.appending("dir")))
+    }
+
+    @Test func anUnrecordedLocalEditIsIngestedFirstAndMergedNotOverwritten() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1])
+        _ = try base.apply(to: f.store)
+        // The user edits "a" on disk; no agent recorded it yet.
+        try f.dir.write("list.json", #"{"a": 5, "b": 1}"#)
+        // A peer changed "b".
+        _ = try base.child(["a": 1, "b": 7]).apply(to: f.store)
+        let merged = try JSONParser.parse(try f.dir.read("list.json"))
+        #expect(merged == ["a": 5, "b": 7])
+        #expect(f.store.index[doc]!.liveLeaves.count == 1)
+    }
+
+    @Test func anUnparseableLocalFileIsNeverClobbered() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1])
+        _ = try base.apply(to: f.store)
+        try f.dir.write("list.json", #"{"a": "#)
+        _ = try base.child(["a": 2]).apply(to: f.store)
+        #expect(try f.dir.read("list.json") == #"{"a": "#)
+        #expect(f.store.current(doc)?.rev == base.child(["a": 2]).rev)
+    }
+
+    @Test func hostileRevisionsAreRejected() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("x.json")
+        let notObject = try f.store.objects.write(Array("[1]".utf8))
+        #expect(throws: StoreError.self) {
+            try f.store.insertRemote(IncomingRevision(doc: doc, rev: RevisionID.compute(parent: nil, deleted: false, body: notObject),
+                                                      history: [], deleted: false, object: notObject, size: 3, origin: "evil"))
+        }
+        let nonCanonical = try f.store.objects.write(Array("{ }".utf8))
+        #expect(throws: StoreError.self) {
+            try f.store.insertRemote(IncomingRevision(doc: doc, rev: try RevisionID("1-00"), history: [], deleted: false,
+                                                      object: nonCanonical, size: 3, origin: "evil"))
+        }
+        #expect(throws: StoreError.self) {
+            try f.store.insertRemote(IncomingRevision(doc: doc, rev: try RevisionID("3-00"), history: [try RevisionID("1-aa")],
+                                                      deleted: true, object: nil, size: 0, origin: "evil"))
+        }
+        #expect(f.store.index.revisionCount == 0)
+    }
+}
+
+@Suite struct ConvergenceTests {
+    /// Two stores fed the same concurrent revisions in different orders end with identical rev
+    /// ids, byte-identical bodies and files, and no revision's body lost. As in replication,
+    /// each concurrent revision arrives as a branch tip carrying its history.
+    @Test func twoStoresConvergeWhateverTheOrder() throws {
+        for seed in UInt64(1)...60 {
+            var m = InventoryMutator(seed: seed)
+            let doc = try DocumentID("list.json")
+            let base = Made.root(doc, m.makeList(count: Int.random(in: 1...10, using: &m.rng)))
+            var branchA = [base.child(m.edit(base.body!))]
+            var branchB = [base.child(m.edit(base.body!))]
+            for _ in 0..<Int.random(in: 0...2, using: &m.rng) { branchA.append(branchA.last!.child(m.edit(branchA.last!.body!))) }
+            for _ in 0..<Int.random(in: 0...2, using: &m.rng) { branchB.append(branchB.last!.child(m.edit(branchB.last!.body!))) }
+            if seed % 7 == 0 { branchB.append(branchB.last!.child(nil)) }  // one side deletes
+            let one = try TestFolder(), two = try TestFolder()
+            _ = try base.apply(to: one.store)
+            _ = try base.apply(to: two.store)
+            for r in [branchA.last!, branchB.last!] { _ = try r.apply(to: one.store) }
+            for r in [branchB.last!, branchA.last!] { _ = try r.apply(to: two.store) }
+            let c1 = try #require(one.store.current(doc)), c2 = try #require(two.store.current(doc))
+            #expect(c1.rev == c2.rev, "seed \(seed)")
+            #expect(c1.object == c2.object, "seed \(seed)")
+            #expect(Set(one.store.index[doc]!.nodes.keys) == Set(two.store.index[doc]!.nodes.keys), "seed \(seed)")
+            #expect(one.store.index[doc]!.liveLeaves.count <= 1)
+            let file1 = try? one.dir.read("list.json"), file2 = try? two.dir.read("list.json")
+            #expect(file1 == file2, "seed \(seed)")
+            // Every body that was recorded is still stored.
+            for r in [base, branchA.last!, branchB.last!] where r.body != nil {
+                #expect(one.store.objects.contains(BlobDigest.of(r.body!.canonicalBytes)))
+                #expect(two.store.objects.contains(BlobDigest.of(r.body!.canonicalBytes)))
+            }
+            // Feeding each store the other's resolution revisions changes nothing (no ping-pong).
+            let before = one.store.index.revisionCount
+            for e in try two.store.readLogEntries() where e.conflict != nil {
+                let body = e.object.map { try? two.store.objects.read($0) } ?? nil
+                if let body { try one.store.objects.write(body) }
+                _ = try one.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: two.store.index[doc]!.history(of: e.rev).dropFirst().map { $0 },
+                                                               deleted: e.deleted, object: e.object, size: e.size, origin: "two"))
+            }
+            #expect(one.store.index.revisionCount == before, "seed \(seed)")
+        }
+    }
+
+    @Test func threeConcurrentBranchesConvergeAfterExchanging() throws {
+        var m = InventoryMutator(seed: 99)
+        let doc = try DocumentID("list.json")
+        let base = Made.root(doc, m.makeList(count: 8))
+        let branches = (0..<3).map { _ in base.child(m.edit(base.body!)) }
+        let stores = try (0..<3).map { _ in try TestFolder() }
+        for (i, s) in stores.enumerated() {
+            _ = try base.apply(to: s.store)
+            _ = try branches[i].apply(to: s.store)
+        }
+        // Exchange everything until nothing new moves (bounded).
+        for _ in 0..<5 {
+            for a in stores {
+                for b in stores where a !== b {
+                    for e in try a.store.readLogEntries() {
+                        if let o = e.object { try b.store.objects.write(try a.store.objects.read(o)) }
+                        _ = try b.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: Array(a.store.index[doc]!.history(of: e.rev).dropFirst()),
+                                                                     deleted: e.deleted, object: e.object, size: e.size, origin: "x"))
+                    }
+                }
+            }
+        }
+        let currents = stores.map { $0.store.current(doc)!.rev }
+        #expect(Set(currents).count == 1)
+        let files = try stores.map { try $0.dir.read("list.json") }
+        #expect(Set(files).count == 1)
+    }
+}
+
+@Suite struct CompactTests {
+    @Test func compactDropsOldBodiesAndKeepsTheFolderValid() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        for i in 0..<30 { try f.store.recordLocalJSON(doc, ["n": .int(i)]) }
+        let report = try f.store.compact(keepDepth: 5)
+        #expect(report.revisionsCompacted == 24)
+        #expect(report.objectsRemoved == 24)
+        let reopened = try FolderStore.open(at: f.root, writable: false)
+        #expect(reopened.index.revisionCount == 30)
+        #expect(reopened.current(doc)?.rev == f.store.current(doc)?.rev)
+        let v = try reopened.verify()
+        #expect(v.isClean, "\(v.logProblems) \(v.missingObjects.map(\.digest))")
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import FerryCore
+@testable import FerryStore
+import FerryTesting
+
+@Suite struct ObjectStoreTests {
+    @Test func objectsAreContentAddressedImmutableFiles() throws {
+        let f = try TestFolder()
+        let bytes = Array("hello objects".utf8)
+        let digest = try f.store.objects.write(bytes)
+        let path = f.store.objects.path(for: digest)
+        #expect(path.hasSuffix("/objects/\(digest.hex.prefix(2))/\(digest.hex.dropFirst(2))"))
+        #expect(try FileSystem.readFile(path) == bytes)
+        #expect(fileMode(path) == 0o444)
+        let sum = try FerryProcess.shell("sha256sum \(path) | cut -d' ' -f1").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(sum == digest.hex)
+        // Writing it again leaves the object alone.
+        #expect(try f.store.objects.write(bytes) == digest)
+    }
+
+    @Test func streamedImportHashesWhileCopyingAndRejectsAWrongDigest() throws {
+        let f = try TestFolder()
+        let big = f.dir.appending("big.bin")
+        _ = try FerryProcess.shell("head -c 5000000 /dev/urandom > \(big)")
+        let (digest, size) = try f.store.objects.importFile(at: big)
+        #expect(size == 5_000_000)
+        #expect(try f.store.objects.rehash(digest) == digest)
+        let wrong = BlobDigest.of([1])
+        let before = try f.store.objects.allObjects().objects.count
+        #expect(throws: StoreError.self) { try f.store.objects.importFile(at: big, expected: wrong) }
+        #expect(try f.store.objects.allObjects().objects.count == before)
+        #expect(try FileSystem.listDirectory(f.store.layout.tempDirectory).isEmpty)
+    }
+}
+
+@Suite struct RevisionLogTests {
+    @Test func tornLastLineIsIgnoredThenRepairedByTheNextWriter() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        for i in 0..<5 { try f.store.recordLocalJSON(doc, ["n": .int(i)]) }
+        let logPath = f.store.layout.logFile
+        let goodLength = try FileSystem.readFile(logPath).count
+        _ = try FerryProcess.shell("printf '{\"seq\":6,\"doc\":\"a.js' >> \(logPath)")
+        let reader = try FolderStore.open(at: f.root, writable: false)
+        #expect(reader.index.revisionCount == 5)
+        #expect(reader.tornLogTailBytes > 0)
+        f.store = reader  // drop the writer (releases the lock)
+        let writer = try FolderStore.open(at: f.root, writable: true)
+        #expect(try FileSystem.readFile(logPath).count == goodLength)
+        try writer.recordLocalJSON(doc, ["n": 99])
+        #expect(try writer.readLogEntries().map(\.seq) == [1, 2, 3, 4, 5, 6])
+    }
+
+    @Test func aDamagedMiddleLineIsReportedAndSkipped() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        for i in 0..<3 { try f.store.recordLocalJSON(doc, ["n": .int(i)]) }
+        _ = try FerryProcess.shell("sed -i '2s/.*/{not json/' \(f.store.layout.logFile)")
+        let reader = try FolderStore.open(at: f.root, writable: false)
+        #expect(reader.damagedLogLines.map(\.line) == [2])
+        #expect(reader.index.revisionCount == 2)
+        #expect(try !reader.verify().isClean)
+    }
+
+    @Test func aSecondWriterIsRefused() throws {
+        let f = try TestFolder()
+        do {
+            _ = try FolderStore.open(at: f.root, writable: true)
+            Issue.record("second writer was allowed")
+        } catch {
+            #expect(error.code == .locked)
+        }
+        // Readers are fine.
+        #expect(throws: Never.self) { try FolderStore.open(at: f.root, writable: false) }
+    }
+}
