@@ -40,13 +40,15 @@ enum CommandRunner {
         } catch let error as ExitCode {
             return error.rawValue
         } catch {
+            // Help requested inside a command, validation errors, and anything else the
+            // argument parser knows how to describe.
             let code = FerryCommand.exitCode(for: error)
-            if code == .validationFailure {
-                FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
-                return 2
+            if code == .success {
+                print(FerryCommand.fullMessage(for: error))
+                return 0
             }
-            FileHandleOutput.stderr("ferry: \(error)")
-            return 1
+            FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
+            return code == .validationFailure ? 2 : 1
         }
     }
 }
