@@ -2,8 +2,11 @@ import Crypto
 
 /// The SHA-256 digest of an object's exact bytes; written `sha256-<64 hex>`.
 public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The 32 digest bytes, packed (see `PackedHex`).
+    let packed: PackedHex
+
     /// 64 lowercase hex digits.
-    public let hex: String
+    public var hex: String { packed.text }
 
     /// Why a string is not a digest.
     public struct InvalidError: Error, Sendable, CustomStringConvertible {
@@ -21,13 +24,11 @@ public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// From 64 lowercase hex digits.
     public init(hex: String) throws(InvalidError) {
-        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else {
-            throw InvalidError(text: hex)
-        }
-        self.hex = hex
+        guard hex.utf8.count == 64, let packed = PackedHex(hex[...].utf8) else { throw InvalidError(text: hex) }
+        self.packed = packed
     }
 
-    init(uncheckedHex: String) { self.hex = uncheckedHex }
+    init(packed: PackedHex) { self.packed = packed }
 
     /// The digest of `bytes`.
     public static func of(_ bytes: some Sequence<UInt8>) -> BlobDigest {
@@ -40,7 +41,7 @@ public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertibl
     public var description: String { "sha256-" + hex }
 
     /// Orders by hex.
-    public static func < (lhs: BlobDigest, rhs: BlobDigest) -> Bool { lhs.hex < rhs.hex }
+    public static func < (lhs: BlobDigest, rhs: BlobDigest) -> Bool { lhs.packed < rhs.packed }
 }
 
 /// Incremental SHA-256 over a stream of chunks.
@@ -65,7 +66,7 @@ public struct BlobHasher {
 
     /// The digest of everything fed.
     public func finalize() -> BlobDigest {
-        BlobDigest(uncheckedHex: Hex.encode(inner.finalize()))
+        BlobDigest(packed: PackedHex(bytes: inner.finalize()))
     }
 }
 

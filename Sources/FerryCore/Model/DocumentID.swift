@@ -66,7 +66,8 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Hashes the UTF-8 bytes, consistent with `==`.
     public func hash(into hasher: inout Hasher) {
-        for b in rawValue.utf8 { hasher.combine(b) }
+        var s = rawValue
+        s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
 

@@ -127,35 +127,74 @@ extension LogEntry {
 
     /// Decodes and validates a parsed log line.
     public init(json: JSONValue) throws(LogEntryDecodingError) {
+        guard case let .object(o) = json else { throw LogEntryDecodingError(message: "log line is not an object") }
+        var f = RawFields()
+        f.seq = o["seq"]?.intValue
+        f.doc = o["doc"]?.stringValue
+        f.rev = o["rev"]?.stringValue
+        switch o["parent"] {
+        case .string(let p)?: f.parent = p
+        case .null?, nil: break
+        default: f.parentInvalid = true
+        }
+        f.deleted = o["deleted"]?.boolValue
+        f.kind = o["kind"]?.stringValue
+        f.object = o["object"]?.stringValue
+        f.size = o["size"]?.intValue
+        f.origin = o["origin"]?.stringValue
+        f.time = o["time"]?.stringValue
+        f.compacted = o["compacted"]?.boolValue ?? false
+        if let a = o["ancestors"] {
+            f.ancestors = []
+            for x in a.arrayValue ?? [.null] {
+                guard let t = x.stringValue else { throw LogEntryDecodingError(message: "invalid ancestors") }
+                f.ancestors.append(t)
+            }
+        }
+        if let c = o["conflict"] {
+            guard let w = c["winner"]?.stringValue, let l = c["loser"]?.stringValue, let r = c["resolution"]?.stringValue else {
+                throw LogEntryDecodingError(message: "invalid conflict")
+            }
+            f.conflict = (w, l, r)
+        }
+        try self.init(f)
+    }
+
+    /// A log line's fields as text, before validation; filled by either decoder.
+    struct RawFields {
+        var seq: Int?
+        var doc: String?
+        var rev: String?
+        var parent: String?
+        var parentInvalid = false
+        var deleted: Bool?
+        var kind: String?
+        var object: String?
+        var size: Int?
+        var origin: String?
+        var time: String?
+        var compacted = false
+        var ancestors: [String] = []
+        var conflict: (String, String, String)?
+    }
+
+    /// Validates raw fields: ids, digests, and that the generation follows the parent.
+    init(_ f: RawFields) throws(LogEntryDecodingError) {
         func fail(_ m: String) -> LogEntryDecodingError { LogEntryDecodingError(message: m) }
-        guard case let .object(o) = json else { throw fail("log line is not an object") }
-        guard let seq = o["seq"]?.intValue, seq > 0 else { throw fail("missing or invalid seq") }
-        guard let docText = o["doc"]?.stringValue else { throw fail("missing doc") }
-        guard let revText = o["rev"]?.stringValue else { throw fail("missing rev") }
-        guard let deleted = o["deleted"]?.boolValue else { throw fail("missing deleted") }
-        guard let kindText = o["kind"]?.stringValue, let kind = DocumentKind(rawValue: kindText) else { throw fail("missing or invalid kind") }
+        guard let seq = f.seq, seq > 0 else { throw fail("missing or invalid seq") }
+        guard let docText = f.doc else { throw fail("missing doc") }
+        guard let revText = f.rev else { throw fail("missing rev") }
+        guard let deleted = f.deleted else { throw fail("missing deleted") }
+        guard let kindText = f.kind, let kind = DocumentKind(rawValue: kindText) else { throw fail("missing or invalid kind") }
+        if f.parentInvalid { throw fail("invalid parent") }
         do {
             self.doc = try DocumentID(docText)
             self.rev = try RevisionID(revText)
-            switch o["parent"] {
-            case .string(let p)?: self.parent = try RevisionID(p)
-            case .null?, nil: self.parent = nil
-            default: throw fail("invalid parent")
-            }
-            if let objectText = o["object"]?.stringValue {
-                self.object = try BlobDigest(objectText)
-            } else {
-                self.object = nil
-            }
-            self.ancestors = []
-            for a in o["ancestors"]?.arrayValue ?? [] {
-                guard let t = a.stringValue else { throw fail("invalid ancestors") }
-                ancestors.append(try RevisionID(t))
-            }
-            if let c = o["conflict"] {
-                guard let w = c["winner"]?.stringValue, let l = c["loser"]?.stringValue,
-                      let r = c["resolution"]?.stringValue, let res = ConflictRecord.Resolution(rawValue: r)
-                else { throw fail("invalid conflict") }
+            self.parent = try f.parent.map { t throws in try RevisionID(t) }
+            self.object = try f.object.map { t throws in try BlobDigest(t) }
+            self.ancestors = try f.ancestors.map { t throws in try RevisionID(t) }
+            if let (w, l, r) = f.conflict {
+                guard let res = ConflictRecord.Resolution(rawValue: r) else { throw fail("invalid conflict resolution") }
                 self.conflict = ConflictRecord(winner: try RevisionID(w), loser: try RevisionID(l), resolution: res)
             } else {
                 self.conflict = nil
@@ -165,14 +204,14 @@ extension LogEntry {
         } catch {
             throw fail("\(error)")
         }
-        self.compacted = o["compacted"]?.boolValue ?? false
+        self.compacted = f.compacted
         if !deleted && object == nil && !compacted { throw fail("a live revision needs an object") }
         self.seq = seq
         self.deleted = deleted
         self.kind = kind
-        self.size = o["size"]?.intValue ?? 0
-        self.origin = o["origin"]?.stringValue ?? "local"
-        self.time = o["time"]?.stringValue ?? ""
+        self.size = f.size ?? 0
+        self.origin = f.origin ?? "local"
+        self.time = f.time ?? ""
         if rev.generation != (parent?.generation ?? 0) + 1 { throw fail("generation does not follow its parent") }
     }
 }

@@ -5,8 +5,11 @@ import Crypto
 public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// 1 for a first revision, parent's generation + 1 otherwise.
     public let generation: Int
-    /// 32 lowercase hex digits (the first 128 bits of a SHA-256).
-    public let digest: String
+    /// The digest, packed (see `PackedHex`).
+    let packed: PackedHex
+
+    /// 32 lowercase hex digits (the first 128 bits of a SHA-256) for ids ferry makes.
+    public var digest: String { packed.text }
 
     /// Why a string is not a revision id.
     public struct InvalidError: Error, Sendable, CustomStringConvertible {
@@ -23,18 +26,15 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")),
               let gen = Int(Substring(text[..<dash])), gen >= 1, gen < 1 << 40
         else { throw InvalidError(text: text) }
-        let hex = text[text.index(after: dash)...]
-        guard !hex.isEmpty, hex.utf8.count <= 64,
-              hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
-        else { throw InvalidError(text: text) }
+        guard let packed = PackedHex(text[text.index(after: dash)...].utf8) else { throw InvalidError(text: text) }
         self.generation = gen
-        self.digest = String(hex)
+        self.packed = packed
     }
 
-    /// An id from its parts (unchecked; for ids this process computes).
-    init(generation: Int, digest: String) {
+    /// An id from its parts.
+    init(generation: Int, packed: PackedHex) {
         self.generation = generation
-        self.digest = digest
+        self.packed = packed
     }
 
     /// The id of the revision with this parent, deleted flag and body digest.
@@ -47,18 +47,18 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         text += "\u{0}"
         text += deleted ? "1" : "0"
         text += "\u{0}"
-        text += body?.hex ?? ""
+        text += body?.hex ?? ""  // the digest's hex text, not its packing
         sha.update(data: Array(text.utf8))
-        let hex = Hex.encode(sha.finalize())
-        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: String(hex.prefix(32)))
+        return RevisionID(generation: (parent?.generation ?? 0) + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
     }
 
     /// `generation-digest`.
     public var description: String { "\(generation)-\(digest)" }
 
+
     /// Higher generation first decides; then the digest's text. ("The greater rev id".)
     public static func < (lhs: RevisionID, rhs: RevisionID) -> Bool {
         if lhs.generation != rhs.generation { return lhs.generation < rhs.generation }
-        return lhs.digest.utf8.lexicographicallyPrecedes(rhs.digest.utf8)
+        return lhs.packed < rhs.packed
     }
 }

@@ -78,7 +78,7 @@ public final class FolderStore {
     }
 
     /// Opens an initialized folder; `writable` takes the lock (failing with `.locked`).
-    public static func open(at root: String, writable: Bool, logger: Logger = Logger(label: "ferry.store")) throws(StoreError) -> FolderStore {
+    public static func open(at root: String, writable: Bool, logger: Logger = Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(StoreError) -> FolderStore {
         let layout = FolderLayout(root: root)
         guard FileSystem.exists(layout.folderFile) else {
             throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
@@ -92,7 +92,7 @@ public final class FolderStore {
     }
 
     /// Creates `.ferry/` in `root` and opens the folder for writing.
-    public static func create(at root: String, name: String?, logger: Logger = Logger(label: "ferry.store")) throws(StoreError) -> FolderStore {
+    public static func create(at root: String, name: String?, logger: Logger = Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(StoreError) -> FolderStore {
         let layout = FolderLayout(root: root)
         if FileSystem.exists(layout.folderFile) {
             throw StoreError(.alreadyInitialized, "\(root) is already a ferry folder")

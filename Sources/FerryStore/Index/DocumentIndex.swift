@@ -14,15 +14,19 @@ public struct DocumentIndex: Sendable {
 
     /// Applies one log entry.
     public mutating func apply(_ e: LogEntry) {
-        var tree = trees[e.doc] ?? RevisionTree()
+        // Mutated in place through the subscript: copying the tree out and back would copy
+        // its dictionaries on every revision (quadratic in a document's history).
+        Self.apply(e, to: &trees[e.doc, default: RevisionTree()])
+        lastSeq = max(lastSeq, e.seq)
+        revisionCount += 1
+    }
+
+    private static func apply(_ e: LogEntry, to tree: inout RevisionTree) {
         if let parent = e.parent, !e.ancestors.isEmpty || !tree.contains(parent) {
             tree.insertHistory([parent] + e.ancestors)
         }
         tree.insert(RevisionNode(rev: e.rev, parent: e.parent, deleted: e.deleted, object: e.object,
                                  size: e.size, seq: e.seq, origin: e.origin))
-        trees[e.doc] = tree
-        lastSeq = max(lastSeq, e.seq)
-        revisionCount += 1
     }
 
     /// The tree of a document.

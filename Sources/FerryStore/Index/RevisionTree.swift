@@ -55,12 +55,22 @@ public struct RevisionTree: Sendable {
             return
         }
         nodes[node.rev] = node
+        var currentLost = false
         if let p = node.parent {
             parents.insert(p)
-            if leaves.remove(p) != nil, p == currentRev { currentRev = nil }
+            if leaves.remove(p) != nil, p == currentRev { currentLost = true }
         }
-        if !parents.contains(node.rev) { leaves.insert(node.rev) }
-        recomputeCurrent()
+        guard !parents.contains(node.rev) else {
+            if currentLost { recomputeCurrent() }
+            return
+        }
+        leaves.insert(node.rev)
+        // Only a lost current leaf needs a full pass; otherwise the newcomer either wins or not.
+        if currentLost || currentRev == nil {
+            recomputeCurrent()
+        } else if let cur = current, WinnerRule.beats((node.rev, node.deleted), (cur.rev, cur.deleted)) {
+            currentRev = node.rev
+        }
     }
 
     /// Inserts history-only ancestors: `chain[0]`'s parent is `chain[1]`, and so on.

@@ -58,8 +58,11 @@ public final class RevisionLog {
                 let line = UnsafeBufferPointer(rebasing: buf[start..<end])
                 if !line.isEmpty {
                     do {
-                        let json = try JSONParser.parse(buffer: line)
-                        result.entries.append(try LogEntry(json: json))
+                        if let entry = try LogEntry.fastDecode(line) {
+                            result.entries.append(entry)
+                        } else {
+                            result.entries.append(try LogEntry(json: try JSONParser.parse(buffer: line)))
+                        }
                     } catch {
                         result.damagedLines.append((lineNumber, "\(error)"))
                     }

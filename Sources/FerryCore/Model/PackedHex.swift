@@ -1,0 +1,68 @@
+/// Up to 64 lowercase hex digits packed as nibbles into four words, first digit in the top
+/// nibble of `w0`. A plain value: ids and digests are hashed and compared millions of times
+/// when a folder opens, and a `String` would cost a heap object and reference counting each.
+/// Comparing (w0, w1, w2, w3, count) orders exactly as the hex text does, because `0` is the
+/// smallest hex digit and the padding is zero.
+public struct PackedHex: Hashable, Sendable, Comparable {
+    var w0: UInt64 = 0, w1: UInt64 = 0, w2: UInt64 = 0, w3: UInt64 = 0
+    /// Number of hex digits.
+    public let count: UInt8
+
+    /// Packs `text` (1 to 64 lowercase hex digits); nil otherwise.
+    public init?(_ text: Substring.UTF8View) {
+        guard !text.isEmpty, text.count <= 64 else { return nil }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var i = 0
+        for c in text {
+            let nibble: UInt64
+            switch c {
+            case 48...57: nibble = UInt64(c - 48)
+            case 97...102: nibble = UInt64(c - 87)
+            default: return nil
+            }
+            let shift = UInt64(60 - (i % 16) * 4)
+            switch i / 16 {
+            case 0: words.0 |= nibble << shift
+            case 1: words.1 |= nibble << shift
+            case 2: words.2 |= nibble << shift
+            default: words.3 |= nibble << shift
+            }
+            i += 1
+        }
+        (w0, w1, w2, w3) = words
+        count = UInt8(i)
+    }
+
+    /// Packs raw bytes (two hex digits each), e.g. a SHA-256 digest.
+    init(bytes: some Sequence<UInt8>, limit: Int = 32) {
+        var words: [UInt64] = [0, 0, 0, 0]
+        var n = 0
+        for b in bytes where n < limit {
+            words[n / 8] |= UInt64(b) << UInt64(56 - (n % 8) * 8)
+            n += 1
+        }
+        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+        count = UInt8(n * 2)
+    }
+
+    /// The hex text.
+    public var text: String {
+        let digits = Array("0123456789abcdef".utf8)
+        let words = [w0, w1, w2, w3]
+        var out = [UInt8]()
+        out.reserveCapacity(Int(count))
+        for i in 0..<Int(count) {
+            out.append(digits[Int((words[i / 16] >> UInt64(60 - (i % 16) * 4)) & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Orders as the hex text orders.
+    public static func < (a: PackedHex, b: PackedHex) -> Bool {
+        if a.w0 != b.w0 { return a.w0 < b.w0 }
+        if a.w1 != b.w1 { return a.w1 < b.w1 }
+        if a.w2 != b.w2 { return a.w2 < b.w2 }
+        if a.w3 != b.w3 { return a.w3 < b.w3 }
+        return a.count < b.count
+    }
+}
