@@ -17,15 +17,18 @@ let package = Package(
         .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "CFerrySystem"),
         .target(name: "FerryStore", dependencies: ["FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore"]),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryStore",
+            "FerryCore", "FerryStore", "FerryWatch", "FerryAgent",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "FerryBench", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTesting"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting"]),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
     ]
 )

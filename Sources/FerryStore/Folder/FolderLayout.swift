@@ -22,6 +22,8 @@ public struct FolderLayout: Sendable {
     public var tempDirectory: String { stateDirectory + "/tmp" }
     /// `.ferry/lock`.
     public var lockFile: String { stateDirectory + "/lock" }
+    /// `.ferry/statcache`: file fingerprints as last recorded (a hint for scans).
+    public var statCacheFile: String { stateDirectory + "/statcache" }
     /// `.ferryignore`.
     public var ignoreFile: String { root + "/.ferryignore" }
 

@@ -42,6 +42,7 @@ extension FolderStore {
         guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         guard let current = current(doc), !current.deleted else {
             guard expecting != nil else { return .upToDate }
+            statCache.set(doc, nil)
             try FileSystem.unlink(path)
             try FileSystem.syncDirectory(FileSystem.dirname(of: path))
             removeEmptyDirectories(above: doc)
@@ -72,6 +73,9 @@ extension FolderStore {
             throw error
         }
         try FileSystem.syncDirectory(dir)
+        if let written = FileFingerprint.of(path), let object = current.object {
+            statCache.set(doc, StatCache.Entry(fingerprint: written, object: object))
+        }
         return .written
     }
 

@@ -32,6 +32,8 @@ public final class FolderStore {
     var pendingEntries: [LogEntry] = []
     /// Files whose last read failed to parse, with the error; cleared when they parse again.
     public internal(set) var unreadable: [DocumentID: String] = [:]
+    /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
+    public internal(set) var statCache = StatCache()
 
     /// True when opened as the writer.
     public var isWritable: Bool { lock != nil }
@@ -59,6 +61,7 @@ public final class FolderStore {
                 logger.notice("repairing a torn last line in revs.log", metadata: ["bytes": "\(read.tornTailBytes)"])
             }
             try log.openForAppend(validLength: read.validLength)
+            statCache = StatCache.load(path: layout.statCacheFile)
             try FileSystem.makeDirectories(layout.tempDirectory)
             for name in (try? FileSystem.listDirectory(layout.tempDirectory)) ?? [] {
                 unlink(layout.tempDirectory + "/" + name)  // leftovers of a killed writer
@@ -103,6 +106,12 @@ public final class FolderStore {
         let info = FolderInfo(name: folderName.isEmpty ? "ferry" : folderName)
         try FileSystem.writeAtomically(info.json.prettyBytes, to: layout.folderFile, tempPrefix: "folder.json.tmp-")
         return try FolderStore(layout: layout, info: info, writable: true, logger: logger)
+    }
+
+    /// Saves the stat cache if it changed.
+    public func saveStatCache() throws(StoreError) {
+        guard isWritable, statCache.isDirty else { return }
+        try statCache.save(path: layout.statCacheFile)
     }
 
     // MARK: Reading

@@ -31,10 +31,12 @@ extension FolderStore {
         let path = layout.path(of: doc.rawValue)
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
+            statCache.set(doc, nil)
             return .deleted(try recordDeletion(doc))
         }
         guard st.st_mode & S_IFMT == S_IFREG else {
             unreadable[doc] = nil
+            statCache.set(doc, nil)
             // A document replaced by a symlink or a directory is no longer a document here.
             _ = try recordDeletion(doc)
             return .notRegular("not a regular file")
@@ -54,6 +56,7 @@ extension FolderStore {
                 guard FileFingerprint.of(path) == before else { return .changing }
                 unreadable[doc] = nil
                 let digest = BlobDigest.of(bytes)
+                statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
                 if let cur = current(doc), !cur.deleted, cur.object == digest { return .unchanged }
                 try objects.write(bytes)
                 return try recordLocal(doc, object: digest, size: bytes.count).map(IngestOutcome.recorded) ?? .unchanged
@@ -61,6 +64,7 @@ extension FolderStore {
         case .file:
             let (digest, size) = try objects.importFile(at: path)
             guard FileFingerprint.of(path) == before, size == before.size else { return .changing }
+            statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
             return try recordLocal(doc, object: digest, size: size).map(IngestOutcome.recorded) ?? .unchanged
         }
     }
@@ -121,8 +125,15 @@ extension FolderStore {
         let (found, skipped) = try scanner.scan()
         var report = ScanReport(skipped: skipped)
         var seen = Set<DocumentID>()
+        let now = wallClockNanoseconds()
         for file in found {
             seen.insert(file.doc)
+            // Unchanged since it was last recorded: no need to read it (git's index trick).
+            if let cur = current(file.doc), !cur.deleted,
+               statCache.proves(file.doc, fingerprint: file.fingerprint, current: cur.object, now: now) {
+                unreadable[file.doc] = nil
+                continue
+            }
             var outcome = try ingest(file.doc)
             var attempts = 0
             while outcome == .changing && attempts < 20 {
@@ -135,7 +146,9 @@ extension FolderStore {
         for doc in index.liveDocuments where !seen.contains(doc) {
             // Gone, or now ignored: either way the document left the folder.
             if let e = try recordDeletion(doc) { report.recorded.append(e) }
+            statCache.set(doc, nil)
         }
+        try saveStatCache()
         return report
     }
 }

@@ -1,0 +1,79 @@
+import Foundation
+
+/// A `ferry serve` process running in the background for a test, stopped (SIGTERM, then
+/// SIGKILL) when the value goes away. Its stderr goes to a file the test can read.
+public final class RunningAgent: @unchecked Sendable {
+    /// The process.
+    public let process = Process()
+    /// Where its log goes.
+    public let logPath: String
+
+    /// Starts `ferry serve ARGS` in `folder` and waits (bounded) until it watches.
+    public init(folder: String, arguments: [String] = ["--no-listen"], timeout: TimeInterval = 20) throws {
+        logPath = folder + "/../serve-\(UUID().uuidString.prefix(8)).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: FerryProcess.ferryExecutable)
+        process.arguments = ["serve"] + arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: folder)
+        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = logHandle
+        process.standardOutput = logHandle
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if self.log().contains("watching") { return }
+            if !process.isRunning { break }
+            usleep(20_000)
+        }
+        throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "ferry serve did not start: \(self.log())"])
+    }
+
+    /// The log so far.
+    public func log() -> String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Sends SIGKILL (as a crash would) and waits.
+    public func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Sends SIGTERM and waits (bounded); returns the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill9() }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit { stop() }
+}
+
+/// Reads a folder's `revs.log` as the tests need it.
+public enum RevisionLogReader {
+    /// `(doc, deleted)` of every line, in order.
+    public static func lines(_ folder: String) -> [(doc: String, deleted: Bool)] {
+        guard let data = FileManager.default.contents(atPath: folder + "/.ferry/revs.log") else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+            guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let doc = obj["doc"] as? String, let deleted = obj["deleted"] as? Bool else { return nil }
+            return (doc, deleted)
+        }
+    }
+
+    /// Waits (bounded by `timeout`) until the log has at least `count` lines; returns the lines.
+    public static func wait(_ folder: String, count: Int, timeout: TimeInterval = 5) -> [(doc: String, deleted: Bool)] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var current = lines(folder)
+        while current.count < count && Date() < deadline {
+            usleep(5_000)
+            current = lines(folder)
+        }
+        return current
+    }
+}

@@ -1,0 +1,280 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryStore
+import Foundation
+import Logging
+
+/// Watches a folder recursively with the kernel's inotify (through Glibc; never inside
+/// `.ferry/`) on a dedicated thread, settles what changes, and reports settled paths,
+/// vanished directories and the need to rescan on an `AsyncStream`.
+///
+/// - `IN_MOVED_FROM`/`IN_MOVED_TO` are paired by cookie within a read: a directory renamed
+///   inside the folder keeps its watches (renamed in place) and is reported as gone under the
+///   old name and rescanned under the new one; an unpaired one is a removal or a creation.
+/// - A new directory is watched, then scanned, so files that landed before the watch exist
+///   are not missed.
+/// - `IN_Q_OVERFLOW` asks for a full rescan.
+/// - An exhausted watch limit is reported once, naming the sysctl to raise, and replaced by
+///   periodic rescans rather than silence.
+public final class FolderWatcher: @unchecked Sendable {
+    /// The folder.
+    public let root: String
+    private var rules: IgnoreRules
+    private var settler: Settler
+    private let rescanInterval: UInt64
+    private let logger: Logger
+
+    // Owned by the watcher thread once started.
+    private var fd: Int32 = -1
+    private var stopPipe: [Int32] = [-1, -1]
+    private var pathByWatch: [Int32: String] = [:]
+    private var watchByPath: [String: Int32] = [:]
+    private var watchLimitHit = false
+    private var nextPeriodicRescan: UInt64 = 0
+    private var thread: Thread?
+    private var continuation: AsyncStream<WatchOutput>.Continuation?
+
+    static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY
+        | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
+
+    /// A watcher; `settle` is the quiet time after a completed write, `openSettle` after a
+    /// modification whose writer has not closed the file.
+    public init(root: String, settle: Duration = .milliseconds(1), openSettle: Duration = .milliseconds(500),
+                rescanInterval: Duration = .seconds(10), logger: Logger) {
+        self.root = root
+        self.rules = IgnoreRules.load(root: root)
+        self.settler = Settler(window: settle.nanoseconds, openWindow: openSettle.nanoseconds)
+        self.rescanInterval = rescanInterval.nanoseconds
+        self.logger = logger
+    }
+
+    /// Watches every directory, then starts the thread. Watches are in place when this
+    /// returns, so any change made after it is seen.
+    public func start() throws -> AsyncStream<WatchOutput> {
+        fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard fd >= 0 else {
+            throw StoreError(.io, "cannot start inotify: \(String(cString: strerror(errno)))", errno: errno)
+        }
+        guard pipe(&stopPipe) == 0 else { throw StoreError(.io, "cannot create a pipe", errno: errno) }
+        _ = addWatches(under: "")
+        let (stream, continuation) = AsyncStream<WatchOutput>.makeStream(bufferingPolicy: .unbounded)
+        self.continuation = continuation
+        let thread = Thread { [self] in self.run() }
+        thread.name = "ferry-watch"
+        self.thread = thread
+        thread.start()
+        return stream
+    }
+
+    /// Stops the thread; the stream finishes.
+    public func stop() {
+        if stopPipe[1] >= 0 {
+            var b: UInt8 = 1
+            _ = write(stopPipe[1], &b, 1)
+        }
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+        for p in stopPipe where p >= 0 { close(p) }
+    }
+
+    // MARK: The thread
+
+    private func run() {
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        defer { continuation?.finish() }
+        while true {
+            let now = monotonicNow()
+            var timeout: Int32 = 1000
+            if let d = settler.nextDeadline { timeout = Int32(clamping: d > now ? (d - now + 999_999) / 1_000_000 : 0) }
+            if watchLimitHit { timeout = min(timeout, Int32(clamping: nextPeriodicRescan > now ? (nextPeriodicRescan - now) / 1_000_000 : 0)) }
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+            let n = poll(&fds, 2, timeout)
+            if n < 0 && errno != EINTR {
+                logger.error("inotify poll failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
+                return
+            }
+            if fds[1].revents != 0 { return }
+            if fds[0].revents != 0 { drain(&buffer) }
+            let later = monotonicNow()
+            let due = settler.takeDue(now: later)
+            if !due.isEmpty { continuation?.yield(.settled(due)) }
+            if watchLimitHit && later >= nextPeriodicRescan {
+                nextPeriodicRescan = later + rescanInterval
+                _ = addWatches(under: "")
+                continuation?.yield(.rescan(reason: "inotify watch limit reached"))
+            }
+        }
+    }
+
+    private func drain(_ buffer: inout [UInt8]) {
+        var events: [(wd: Int32, mask: UInt32, cookie: UInt32, name: String)] = []
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            var offset = 0
+            buffer.withUnsafeBytes { raw in
+                while offset + 16 <= n {
+                    let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                    let mask = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                    let cookie = raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
+                    let len = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                    var name = ""
+                    if len > 0 {
+                        let bytes = raw[(offset + 16)..<(offset + 16 + len)]
+                        let end = bytes.firstIndex(of: 0) ?? bytes.endIndex
+                        name = String(decoding: raw[(offset + 16)..<end], as: UTF8.self)
+                    }
+                    events.append((wd, mask, cookie, name))
+                    offset += 16 + len
+                }
+            }
+        }
+        handle(events)
+    }
+
+    private func handle(_ events: [(wd: Int32, mask: UInt32, cookie: UInt32, name: String)]) {
+        let now = monotonicNow()
+        // Pair directory moves by cookie within this read.
+        var movedToByCookie: [UInt32: String] = [:]
+        for e in events where e.mask & UInt32(IN_MOVED_TO) != 0 && e.mask & UInt32(IN_ISDIR) != 0 {
+            if let dir = pathByWatch[e.wd] { movedToByCookie[e.cookie] = join(dir, e.name) }
+        }
+        var renamedDirectories: Set<String> = []
+        for e in events {
+            if e.mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                logger.notice("inotify queue overflowed; rescanning the folder")
+                _ = addWatches(under: "")
+                continuation?.yield(.rescan(reason: "inotify queue overflow"))
+                continue
+            }
+            if e.mask & UInt32(IN_IGNORED) != 0 {
+                if let path = pathByWatch.removeValue(forKey: e.wd), watchByPath[path] == e.wd { watchByPath[path] = nil }
+                continue
+            }
+            guard let dir = pathByWatch[e.wd] else { continue }
+            if e.mask & UInt32(IN_DELETE_SELF) != 0 {
+                if dir.isEmpty { logger.error("the watched folder itself was removed") }
+                continue
+            }
+            let path = join(dir, e.name)
+            let isDir = e.mask & UInt32(IN_ISDIR) != 0
+            if path == ".ferry" || path.hasPrefix(".ferry/") { continue }
+            if path == ".ferryignore" {
+                rules = IgnoreRules.load(root: root)
+                continuation?.yield(.rescan(reason: ".ferryignore changed"))
+                continue
+            }
+            if rules.isIgnored(path, isDirectory: isDir) || IgnoreRules.isSedTemporary(e.name) { continue }
+            if isDir {
+                if e.mask & UInt32(IN_MOVED_FROM) != 0, let newPath = movedToByCookie[e.cookie] {
+                    renameWatches(from: path, to: newPath)
+                    renamedDirectories.insert(newPath)
+                    continuation?.yield(.directoryGone(path))
+                    for file in scanFiles(under: newPath) { settler.note(file, .completed, now: now) }
+                } else if e.mask & UInt32(IN_MOVED_FROM | IN_DELETE) != 0 {
+                    removeWatches(under: path)
+                    continuation?.yield(.directoryGone(path))
+                } else if e.mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, !renamedDirectories.contains(path) {
+                    // Watch first, then scan: what landed before the watch is found by the scan.
+                    for file in addWatches(under: path) { settler.note(file, .completed, now: now) }
+                }
+                continue
+            }
+            if e.mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE) != 0 {
+                settler.note(path, .completed, now: now)
+            } else if e.mask & UInt32(IN_MODIFY | IN_CREATE) != 0 {
+                settler.note(path, .modified, now: now)
+            }
+        }
+    }
+
+    // MARK: Watches
+
+    /// Adds watches to `relative` and every directory below it; returns the regular files found.
+    @discardableResult
+    private func addWatches(under relative: String) -> [String] {
+        var files: [String] = []
+        var stack = [relative]
+        while let dir = stack.popLast() {
+            let full = dir.isEmpty ? root : root + "/" + dir
+            let wd = inotify_add_watch(fd, full, Self.mask)
+            if wd < 0 {
+                if errno == ENOSPC { reportWatchLimit() }
+                if errno == ENOENT || errno == ENOTDIR { continue }
+            } else {
+                if let old = watchByPath[dir], old != wd { pathByWatch[old] = nil }
+                pathByWatch[wd] = dir
+                watchByPath[dir] = wd
+            }
+            guard let names = try? FileSystem.listDirectory(full) else { continue }
+            for name in names {
+                let rel = join(dir, name)
+                if dir.isEmpty && name == ".ferry" { continue }
+                var st = stat()
+                guard lstat(root + "/" + rel, &st) == 0 else { continue }
+                let isDir = st.st_mode & S_IFMT == S_IFDIR
+                if rules.isIgnored(rel, isDirectory: isDir) || IgnoreRules.isSedTemporary(name) { continue }
+                if isDir { stack.append(rel) } else { files.append(rel) }
+            }
+        }
+        return files
+    }
+
+    private func scanFiles(under relative: String) -> [String] {
+        guard let (found, _) = try? FolderScanner(root: root, rules: rules).scan(relativeDirectory: relative) else { return [] }
+        return found.map(\.doc.rawValue)
+    }
+
+    private func removeWatches(under relative: String) {
+        for (path, wd) in watchByPath where path == relative || path.hasPrefix(relative + "/") {
+            inotify_rm_watch(fd, wd)
+            watchByPath[path] = nil
+            pathByWatch[wd] = nil
+        }
+    }
+
+    private func renameWatches(from old: String, to new: String) {
+        for (path, wd) in watchByPath where path == old || path.hasPrefix(old + "/") {
+            let moved = new + path.dropFirst(old.count)
+            watchByPath[path] = nil
+            watchByPath[moved] = wd
+            pathByWatch[wd] = moved
+        }
+    }
+
+    private func reportWatchLimit() {
+        guard !watchLimitHit else { return }
+        watchLimitHit = true
+        nextPeriodicRescan = monotonicNow() + rescanInterval
+        let limit = (try? FileSystem.readFile("/proc/sys/fs/inotify/max_user_watches"))
+            .map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "?"
+        logger.error("""
+            inotify watch limit reached (fs.inotify.max_user_watches = \(limit)); raise it with \
+            `sysctl fs.inotify.max_user_watches=524288`; until then ferry rescans the folder every \
+            \(rescanInterval / 1_000_000_000) s
+            """)
+    }
+
+    private func join(_ dir: String, _ name: String) -> String { dir.isEmpty ? name : dir + "/" + name }
+
+    /// The number of directories watched (for tests and status).
+    public var watchCount: Int { watchByPath.count }
+}
+
+/// Monotonic nanoseconds.
+func monotonicNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds.
+    var nanoseconds: UInt64 {
+        let (s, a) = components
+        return UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, a) / 1_000_000_000)
+    }
+}

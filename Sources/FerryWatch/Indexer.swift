@@ -1,0 +1,63 @@
+import FerryCore
+import FerryStore
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns what the watcher reports into revisions: reads each settled file through the store
+/// (content, not timing, decides: a file equal to its current revision — e.g. one ferry
+/// itself just wrote — records nothing), records deletions for vanished directories, and
+/// rescans the folder when events may have been lost.
+public final class Indexer {
+    /// The folder, opened for writing.
+    public let store: FolderStore
+    private let logger: Logger
+
+    /// An indexer over `store`.
+    public init(store: FolderStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Handles one report; returns the entries recorded.
+    @discardableResult
+    public func handle(_ output: WatchOutput) throws -> [LogEntry] {
+        switch output {
+        case .settled(let paths):
+            var recorded: [LogEntry] = []
+            for path in paths {
+                guard let doc = try? DocumentID(path) else {
+                    logger.notice("not synced: the name is not a valid document id", metadata: ["path": "\(path)"])
+                    continue
+                }
+                recorded += try ingestSettled(doc)
+            }
+            return recorded
+        case .directoryGone(let dir):
+            var recorded: [LogEntry] = []
+            for doc in store.index.liveDocuments where doc.rawValue.hasPrefix(dir + "/") {
+                recorded += try ingestSettled(doc)
+            }
+            return recorded
+        case .rescan(let reason):
+            logger.info("rescanning the folder", metadata: ["reason": "\(reason)"])
+            let report = try store.batch { try store.scanAndRecord() }
+            return report.recorded
+        }
+    }
+
+    private func ingestSettled(_ doc: DocumentID) throws -> [LogEntry] {
+        // A file still being rewritten while read: give it a few short chances to settle.
+        for attempt in 0..<5 {
+            switch try store.ingest(doc) {
+            case .recorded(let e): return [e]
+            case .deleted(let e?): return [e]
+            case .changing where attempt < 4: usleep(20_000)
+            case .notRegular(let why): logger.notice("not synced", metadata: ["doc": "\(doc)", "reason": "\(why)"]); return []
+            default: return []
+            }
+        }
+        return []
+    }
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds ferry in release mode and prints the benchmark figures (see docs/performance.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
+swift build -c release 2>&1 | tail -n 1
+sync
+exec .build/release/ferry-bench "$@"

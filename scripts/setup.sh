@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what ferry's build, tests and demo need on a Debian machine, then builds.
+# Idempotent; run as root or with sudo available.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Swift is not a Debian package: it ships with the machine image under /opt/swift.
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+  export PATH=/opt/swift/usr/bin:$PATH
+fi
+command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /opt/swift/usr/bin/swift)" >&2; exit 1; }
+
+# Tools the tests drive as a user would: jq and sha256sum to read the format, vim and sed to
+# edit, openssl for certificates, flock to hold the lock from outside, python3 for rewrites.
+packages=(jq vim openssl util-linux coreutils procps python3)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -q
+  as_root apt-get install -y -q "${missing[@]}"
+fi
+
+swift build --build-tests 2>&1 | tail -n 3
