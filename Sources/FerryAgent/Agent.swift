@@ -42,16 +42,14 @@ public final class Agent: @unchecked Sendable {
     public func run() async throws {
         var storeLogger = logger
         storeLogger[metadataKey: "folder"] = "\(configuration.root)"
-        let store = try FolderStore.open(at: configuration.root, writable: true, logger: storeLogger)
-        let start = ContinuousClock.now
-        let report = try store.batch { try store.scanAndRecord() }
-        logger.info("startup scan done", metadata: [
-            "recorded": "\(report.recorded.count)", "unreadable": "\(report.unreadable.count)",
-            "elapsed": "\(ContinuousClock.now - start)",
-        ])
-        for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(s.path)", "reason": "\(s.reason)"]) }
-
-        let watcher = FolderWatcher(root: configuration.root, settle: configuration.settle,
+        let root = configuration.root
+        guard FileSystem.exists(FolderLayout(root: root).folderFile) else {
+            throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
+        }
+        // Watches first: whatever changes from here on is seen, even during the startup scan
+        // (events queue in the stream; content decides, so a file the scan recorded is not
+        // recorded twice).
+        let watcher = FolderWatcher(root: root, settle: configuration.settle,
                                     openSettle: configuration.openSettle, logger: logger)
         let stream = try watcher.start()
         let alreadyStopped = stopLock.withLock { () -> Bool in
@@ -59,6 +57,26 @@ public final class Agent: @unchecked Sendable {
             return stopRequested
         }
         if alreadyStopped { watcher.stop() }
+        let start = ContinuousClock.now
+        // Walk the folder on another thread while this one reads the log: two cores, two halves.
+        let rules = IgnoreRules.load(root: root)
+        let walk = Task.detached { try FolderScanner(root: root, rules: rules).scan() }
+        let store: FolderStore
+        do {
+            store = try FolderStore.open(at: root, writable: true, logger: storeLogger)
+        } catch {
+            watcher.stop()
+            walk.cancel()
+            throw error
+        }
+        let walked = try await walk.value
+        let report = try store.batch { try store.scanAndRecord(rules: rules, prescanned: walked) }
+        logger.info("startup scan done", metadata: [
+            "recorded": "\(report.recorded.count)", "unreadable": "\(report.unreadable.count)",
+            "elapsed": "\(ContinuousClock.now - start)",
+        ])
+        for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(s.path)", "reason": "\(s.reason)"]) }
+
         logger.notice("watching", metadata: ["folder": "\(configuration.root)", "database": "\(store.info.name)"])
         let indexer = Indexer(store: store, logger: logger)
         var lastCacheSave = ContinuousClock.now

@@ -61,6 +61,8 @@ func option(_ name: String, _ fallback: Int) -> Int {
 }
 let fileCount = option("--files", 10_000)
 let revisionCount = option("--revisions", 100_000)
+let editCount = option("--edits", 100)
+let startupFiles = option("--startup-files", 100_000)
 let ferry = (selfPath as NSString).deletingLastPathComponent + "/ferry"
 guard FileManager.default.isExecutableFile(atPath: ferry) else {
     print("ferry-bench: \(ferry) not found; build it first (swift build -c release)")
@@ -111,3 +113,89 @@ let best = openRuns.min { $0.output < $1.output }!
 let parts = best.output.split(separator: " ")
 print(String(format: "open a %d-revision log (%.1f MiB): %@ ms to rebuild the index (goal < 500 ms), %.2f s process total   peak RSS %@",
              revisionCount, Double(logBytes) / 1_048_576, String(parts.first ?? "?"), best.seconds, mib(best.peakRSSKiB)))
+
+// 3. Edit-to-revision latency: from the rename of a saved file (sed -i's pattern) until the
+// agent has made the revision durable (it logs "recorded revision" after the log's fdatasync).
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p + 0.5))]
+}
+
+/// A `ferry serve --no-listen` child whose stderr lines are read as they come.
+final class AgentChild {
+    let process = Process()
+    let pipe = Pipe()
+    var buffer = Data()
+
+    init(folder: String) throws {
+        process.executableURL = URL(fileURLWithPath: ferry)
+        process.arguments = ["serve", "--no-listen", "-C", folder]
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Blocks until a line containing `text` arrives; returns when it did.
+    func waitFor(_ text: String) -> UInt64? {
+        let needle = Data(text.utf8)
+        while true {
+            if let r = buffer.range(of: needle) {
+                if let nl = buffer[r.upperBound...].firstIndex(of: 0x0A) { buffer.removeSubrange(..<(nl + 1)) } else { buffer.removeAll() }
+                return DispatchTime.now().uptimeNanoseconds
+            }
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffer += chunk
+        }
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+let latencyDir = work + "/latency"
+_ = try measure(ferry, ["init", "--sample", latencyDir])
+let latencyAgent = try AgentChild(folder: latencyDir)
+_ = latencyAgent.waitFor("watching")
+var latencies: [Double] = []
+for i in 0..<editCount {
+    let text = "{\"edit\": \(i), \"items\": [\"a\", \"b\"]}\n"
+    let temp = latencyDir + "/.bench.tmp"
+    try Data(text.utf8).write(to: URL(fileURLWithPath: temp))
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    rename(temp, latencyDir + "/edited.json")
+    guard let t1 = latencyAgent.waitFor("recorded revision") else { break }
+    latencies.append(Double(t1 - t0) / 1e6)
+    usleep(5_000)
+}
+latencyAgent.stop()
+if !latencies.isEmpty {
+    print(String(format: "edit -> durable revision, %d edits: p50 %.2f ms, p99 %.2f ms   (goal p50 <= 3 ms, p99 <= 20 ms)",
+                 latencies.count, percentile(latencies, 0.5), percentile(latencies, 0.99)))
+}
+
+// 4. Startup of a folder of N files with nothing changed (stat cache: nothing is re-read).
+if startupFiles > 0 {
+    let startup = work + "/startup"
+    for d in 0..<max(1, startupFiles / 1000) {
+        let dir = "\(startup)/d\(d)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for i in 0..<min(1000, startupFiles) {
+            try Data("{\"d\": \(d), \"i\": \(i)}\n".utf8).write(to: URL(fileURLWithPath: "\(dir)/f\(i).json"))
+        }
+    }
+    usleep(2_500_000)  // let every file age past the stat cache's racy-clean window
+    let initStartup = try measure(ferry, ["init", startup])
+    var starts: [Double] = []
+    for _ in 0..<3 {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        let agent = try AgentChild(folder: startup)
+        guard let t1 = agent.waitFor("watching") else { break }
+        starts.append(Double(t1 - t0) / 1e9)
+        agent.stop()
+    }
+    print(String(format: "startup of a %d-file folder, nothing changed: %.2f s (best of %d; goal < 1 s; its init took %.1f s)",
+                 startupFiles, starts.min() ?? -1, starts.count, initStartup.seconds))
+}

@@ -209,14 +209,19 @@ public final class FolderWatcher: @unchecked Sendable {
                 pathByWatch[wd] = dir
                 watchByPath[dir] = wd
             }
-            guard let names = try? FileSystem.listDirectory(full) else { continue }
-            for name in names {
+            guard let entries = try? FileSystem.listDirectoryEntries(full) else { continue }
+            let parts = dir.split(separator: "/").map(String.init)
+            for (name, type) in entries {
                 let rel = join(dir, name)
                 if dir.isEmpty && name == ".ferry" { continue }
-                var st = stat()
-                guard lstat(root + "/" + rel, &st) == 0 else { continue }
-                let isDir = st.st_mode & S_IFMT == S_IFDIR
-                if rules.isIgnored(rel, isDirectory: isDir) || IgnoreRules.isSedTemporary(name) { continue }
+                var isDir = type == .directory
+                if type == .unknown {
+                    var st = stat()
+                    guard lstat(root + "/" + rel, &st) == 0 else { continue }
+                    isDir = st.st_mode & S_IFMT == S_IFDIR
+                }
+                if !isDir && type != .regular && type != .unknown { continue }
+                if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: isDir) || IgnoreRules.isSedTemporary(name) { continue }
                 if isDir { stack.append(rel) } else { files.append(rel) }
             }
         }

@@ -30,6 +30,12 @@ public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     init(packed: PackedHex) { self.packed = packed }
 
+    /// From 64 lowercase hex digits given as ASCII bytes; nil otherwise.
+    public init?(asciiHex: UnsafeBufferPointer<UInt8>) {
+        guard asciiHex.count == 64, let packed = PackedHex(ascii: asciiHex) else { return nil }
+        self.packed = packed
+    }
+
     /// The digest of `bytes`.
     public static func of(_ bytes: some Sequence<UInt8>) -> BlobDigest {
         var hasher = BlobHasher()

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A document's id: its path relative to the folder, `/`-separated, Unicode NFC.
 ///
@@ -56,7 +59,14 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Orders ids by their UTF-8 bytes (stable across platforms and locales).
     public static func < (lhs: DocumentID, rhs: DocumentID) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        var a = lhs.rawValue, b = rhs.rawValue
+        return a.withUTF8 { pa in
+            b.withUTF8 { pb in
+                let n = min(pa.count, pb.count)
+                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
+                return c != 0 ? c < 0 : pa.count < pb.count
+            }
+        }
     }
 
     /// Equality by UTF-8 bytes (Swift's `String ==` would equate NFC and NFD forms).

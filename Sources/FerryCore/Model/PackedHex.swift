@@ -10,6 +10,13 @@ public struct PackedHex: Hashable, Sendable, Comparable {
 
     /// Packs `text` (1 to 64 lowercase hex digits); nil otherwise.
     public init?(_ text: Substring.UTF8View) {
+        var sub = Substring(text)
+        guard let packed = sub.withUTF8({ PackedHex(ascii: $0) }) else { return nil }
+        self = packed
+    }
+
+    /// Packs hex digits given as ASCII bytes (1 to 64 lowercase hex digits); nil otherwise.
+    public init?(ascii text: UnsafeBufferPointer<UInt8>) {
         guard !text.isEmpty, text.count <= 64 else { return nil }
         var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         var i = 0

@@ -124,6 +124,32 @@ public enum FileSystem {
         return Glibc.lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
+    /// What `readdir` says an entry is (`d_type`); `.unknown` when the filesystem does not say.
+    public enum EntryType: Sendable { case directory, regular, symlink, other, unknown }
+
+    /// Names and types in a directory, without `.` and `..` (no `stat` per entry).
+    public static func listDirectoryEntries(_ path: String) throws(StoreError) -> [(name: String, type: EntryType)] {
+        guard let dir = opendir(path) else { throw StoreError.system("cannot list", path: path) }
+        defer { closedir(dir) }
+        var entries: [(String, EntryType)] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { p in
+                p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name == "." || name == ".." { continue }
+            let type: EntryType
+            switch Int32(entry.pointee.d_type) {
+            case Int32(DT_DIR): type = .directory
+            case Int32(DT_REG): type = .regular
+            case Int32(DT_LNK): type = .symlink
+            case Int32(DT_UNKNOWN): type = .unknown
+            default: type = .other
+            }
+            entries.append((name, type))
+        }
+        return entries
+    }
+
     /// Names in a directory, without `.` and `..`.
     public static func listDirectory(_ path: String) throws(StoreError) -> [String] {
         guard let dir = opendir(path) else { throw StoreError.system("cannot list", path: path) }

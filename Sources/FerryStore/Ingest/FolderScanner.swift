@@ -65,26 +65,33 @@ public struct FolderScanner {
     public func scan(relativeDirectory: String = "") throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
         var found: [Found] = []
         var skipped: [Skipped] = []
-        try walk(relativeDirectory, &found, &skipped)
+        let parts = relativeDirectory.split(separator: "/").map(String.init)
+        try walk(relativeDirectory, parts, &found, &skipped)
         found.sort { $0.doc < $1.doc }
         return (found, skipped)
     }
 
-    private func walk(_ relative: String, _ found: inout [Found], _ skipped: inout [Skipped]) throws(StoreError) {
+    private func walk(_ relative: String, _ parts: [String], _ found: inout [Found], _ skipped: inout [Skipped]) throws(StoreError) {
         let dirPath = relative.isEmpty ? root : root + "/" + relative
-        let names: [String]
-        do { names = try FileSystem.listDirectory(dirPath) } catch where error.errno == ENOENT || error.errno == ENOTDIR {
+        let entries: [(name: String, type: FileSystem.EntryType)]
+        do { entries = try FileSystem.listDirectoryEntries(dirPath) } catch where error.errno == ENOENT || error.errno == ENOTDIR {
             return
         }
-        for name in names {
+        for (name, type) in entries {
             let rel = relative.isEmpty ? name : relative + "/" + name
             if relative.isEmpty && name == ".ferry" { continue }
+            if type == .directory {
+                if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: true) { continue }
+                try walk(rel, parts + [name], &found, &skipped)
+                continue
+            }
+            if IgnoreRules.isSedTemporary(name) { continue }
             guard let st = try FileSystem.lstat(root + "/" + rel) else { continue }
-            let type = st.st_mode & S_IFMT
-            if rules.isIgnored(rel, isDirectory: type == S_IFDIR) || IgnoreRules.isSedTemporary(name) { continue }
-            switch type {
+            let fileType = st.st_mode & S_IFMT
+            if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: fileType == S_IFDIR) { continue }
+            switch fileType {
             case S_IFDIR:
-                try walk(rel, &found, &skipped)
+                try walk(rel, parts + [name], &found, &skipped)
             case S_IFREG:
                 do {
                     found.append(Found(doc: try DocumentID(rel), fingerprint: FileFingerprint(st)))

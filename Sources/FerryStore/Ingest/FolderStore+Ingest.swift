@@ -119,10 +119,10 @@ extension FolderStore {
     }
 
     /// Records every change in the folder: new and changed files, and deletions of documents
-    /// whose files are gone. Used by `init`, `scan`, and the agent's startup scan.
-    public func scanAndRecord(rules: IgnoreRules? = nil) throws -> ScanReport {
-        let scanner = FolderScanner(root: root, rules: rules ?? IgnoreRules.load(root: root))
-        let (found, skipped) = try scanner.scan()
+    /// whose files are gone. Used by `init`, `scan`, and the agent's startup scan (which walks
+    /// the folder on another thread while the log is read, and passes the walk in).
+    public func scanAndRecord(rules: IgnoreRules? = nil, prescanned: (found: [FolderScanner.Found], skipped: [FolderScanner.Skipped])? = nil) throws -> ScanReport {
+        let (found, skipped) = try prescanned ?? FolderScanner(root: root, rules: rules ?? IgnoreRules.load(root: root)).scan()
         var report = ScanReport(skipped: skipped)
         var seen = Set<DocumentID>()
         let now = wallClockNanoseconds()

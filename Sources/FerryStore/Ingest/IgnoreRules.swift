@@ -12,6 +12,41 @@ public struct IgnoreRules: Sendable {
         let components: [String]
         let negated: Bool
         let directoryOnly: Bool
+        /// For an unanchored pattern (`**/<glob>`), a matcher of the last path component alone.
+        let basename: NameMatcher?
+    }
+
+    /// Matches one path component; the common glob shapes are compiled to byte comparisons
+    /// (scans test every file of a folder against every pattern), the rest go to `fnmatch`.
+    enum NameMatcher: Sendable {
+        case exact([UInt8])
+        case prefix([UInt8])
+        case suffix([UInt8])
+        case prefixSuffix([UInt8], [UInt8])
+        case glob(String)
+
+        init(_ glob: String) {
+            let special: Set<UInt8> = [UInt8(ascii: "*"), UInt8(ascii: "?"), UInt8(ascii: "["), UInt8(ascii: "\\")]
+            let bytes = Array(glob.utf8)
+            let stars = bytes.indices.filter { bytes[$0] == UInt8(ascii: "*") }
+            let others = bytes.filter { special.contains($0) && $0 != UInt8(ascii: "*") }
+            guard others.isEmpty, stars.count <= 1 else { self = .glob(glob); return }
+            guard let star = stars.first else { self = .exact(bytes); return }
+            let head = Array(bytes[..<star]), tail = Array(bytes[(star + 1)...])
+            if tail.isEmpty { self = .prefix(head) } else if head.isEmpty { self = .suffix(tail) } else { self = .prefixSuffix(head, tail) }
+        }
+
+        func matches(_ name: String) -> Bool {
+            let n = name.utf8
+            switch self {
+            case .exact(let e): return n.elementsEqual(e)
+            case .prefix(let p): return n.starts(with: p)
+            case .suffix(let s): return n.count >= s.count && n.reversed().starts(with: s.reversed())
+            case .prefixSuffix(let p, let s):
+                return n.count >= p.count + s.count && n.starts(with: p) && n.reversed().starts(with: s.reversed())
+            case .glob(let g): return fnmatch(g, name, 0) == 0
+            }
+        }
     }
 
     private var patterns: [Pattern] = []
@@ -49,8 +84,9 @@ public struct IgnoreRules: Sendable {
         if line.hasPrefix("/") { line.removeFirst() }
         if line.isEmpty { return }
         var components = line.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let basename = !anchored && components.count == 1 ? NameMatcher(components[0]) : nil
         if !anchored { components.insert("**", at: 0) }
-        patterns.append(Pattern(components: components, negated: negated, directoryOnly: directoryOnly))
+        patterns.append(Pattern(components: components, negated: negated, directoryOnly: directoryOnly, basename: basename))
     }
 
     /// True when the `/`-separated relative path is ignored, or lies inside an ignored directory.
@@ -64,10 +100,17 @@ public struct IgnoreRules: Sendable {
     /// The rule for exactly this path (its parents already checked).
     func decide(_ parts: [String], isDirectory: Bool) -> Bool {
         var ignored = false
-        for p in patterns where (!p.directoryOnly || isDirectory) && Self.match(p.components[...], parts[...]) {
-            ignored = !p.negated
+        for p in patterns where (!p.directoryOnly || isDirectory) && ignored == p.negated {
+            let hit = p.basename.map { $0.matches(parts[parts.count - 1]) } ?? Self.match(p.components[...], parts[...])
+            if hit { ignored = !p.negated }
         }
         return ignored
+    }
+
+    /// The rule for one entry met while walking down from the folder: its parents were
+    /// already found not ignored, so only the entry itself is tested.
+    public func isIgnoredEntry(parent: [String], name: String, isDirectory: Bool) -> Bool {
+        decide(parent + [name], isDirectory: isDirectory)
     }
 
     static func match(_ pattern: ArraySlice<String>, _ path: ArraySlice<String>) -> Bool {

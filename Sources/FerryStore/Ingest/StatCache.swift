@@ -38,21 +38,45 @@ public struct StatCache: Sendable {
         var cache = StatCache()
         guard let st = try? FileSystem.lstat(path), let bytes = try? FileSystem.readFile(path) else { return cache }
         let saved = FileFingerprint(st).mtime
-        for line in bytes.split(separator: 0x0A) {
-            let fields = line.split(separator: 0x20, maxSplits: 5)
-            guard fields.count == 6,
-                  let ino = UInt64(String(decoding: fields[0], as: UTF8.self)),
-                  let size = Int(String(decoding: fields[1], as: UTF8.self)),
-                  let mtime = Int(String(decoding: fields[2], as: UTF8.self)),
-                  let ctime = Int(String(decoding: fields[3], as: UTF8.self)),
-                  let object = try? BlobDigest(hex: String(decoding: fields[4], as: UTF8.self)),
-                  case .string(let text)? = try? JSONParser.parse(fields[5]),
-                  let doc = try? DocumentID(text)
-            else { continue }
-            guard mtime < saved - racyWindow else { continue }
-            cache.entries[doc] = Entry(fingerprint: FileFingerprint(inode: ino, size: size, mtime: mtime, ctime: ctime), object: object)
+        bytes.withUnsafeBufferPointer { all in
+            var start = 0
+            while start < all.count {
+                let end = all[start...].firstIndex(of: 0x0A) ?? all.count
+                if let (doc, entry) = parseLine(UnsafeBufferPointer(rebasing: all[start..<end])),
+                   entry.fingerprint.mtime < saved - racyWindow {
+                    cache.entries[doc] = entry
+                }
+                start = end + 1
+            }
         }
         return cache
+    }
+
+    /// One line: five space-separated fields, then the doc as a JSON string.
+    private static func parseLine(_ line: UnsafeBufferPointer<UInt8>) -> (DocumentID, Entry)? {
+        var pos = 0
+        func field() -> UnsafeBufferPointer<UInt8>? {
+            let start = pos
+            while pos < line.count, line[pos] != 0x20 { pos += 1 }
+            guard pos < line.count else { return nil }
+            defer { pos += 1 }
+            return UnsafeBufferPointer(rebasing: line[start..<pos])
+        }
+        func number(_ f: UnsafeBufferPointer<UInt8>?) -> Int? {
+            guard let f, !f.isEmpty else { return nil }
+            var v = 0
+            for b in f {
+                guard b >= 48, b <= 57 else { return nil }
+                v = v &* 10 &+ Int(b - 48)
+            }
+            return v
+        }
+        guard let ino = number(field()), let size = number(field()), let mtime = number(field()),
+              let ctime = number(field()), let hex = field(), let object = BlobDigest(asciiHex: hex),
+              case .string(let text)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: line[pos...])),
+              let doc = try? DocumentID(text)
+        else { return nil }
+        return (doc, Entry(fingerprint: FileFingerprint(inode: UInt64(ino), size: size, mtime: mtime, ctime: ctime), object: object))
     }
 
     /// Writes the cache atomically.
