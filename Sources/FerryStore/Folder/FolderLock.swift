@@ -28,6 +28,20 @@ public final class FolderLock {
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
     }
 
+    /// The pid of the process holding the lock on `path`, or nil when none does. (It probes
+    /// with a shared lock released at once, so it never waits.)
+    public static func holder(path: String) -> Int32? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        let text = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
+        return Int32(text) ?? 0
+    }
+
     deinit {
         _ = ftruncate(fd, 0)
         flock(fd, LOCK_UN)

@@ -82,12 +82,8 @@ extension FolderStore {
     private func copyObject(_ digest: BlobDigest, to out: Int32, path: String) throws(StoreError) {
         let input = try objects.open(digest)
         defer { close(input) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ObjectStore.chunkSize, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = try FileSystem.read(input, into: buffer, path: objects.path(for: digest))
-            if n == 0 { break }
-            try FileSystem.writeAll(out, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), path: path)
+        try FileSystem.forEachChunk(of: input, path: objects.path(for: digest), chunkSize: ObjectStore.chunkSize) { (chunk) throws(StoreError) in
+            try FileSystem.writeAll(out, chunk, path: path)
         }
     }
 

@@ -45,6 +45,19 @@ public enum FileSystem {
         }
     }
 
+    /// Reads `fd` to its end in chunks of `chunkSize` bytes, handing each to `body`: memory
+    /// stays at one chunk whatever the file's size (how every blob is hashed and copied).
+    public static func forEachChunk(of fd: Int32, path: String, chunkSize: Int = 1 << 20,
+                                    _ body: (UnsafeRawBufferPointer) throws(StoreError) -> Void) throws(StoreError) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try read(fd, into: buffer, path: path)
+            if n == 0 { return }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
     /// The whole content of a file.
     public static func readFile(_ path: String) throws(StoreError) -> [UInt8] {
         let fd = try open(path, O_RDONLY)

@@ -106,15 +106,7 @@ extension FolderStore {
         case .file:
             let fd = try FileSystem.open(path, O_RDONLY)
             defer { close(fd) }
-            var hasher = BlobHasher()
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ObjectStore.chunkSize, alignment: 16)
-            defer { buffer.deallocate() }
-            while true {
-                let n = try FileSystem.read(fd, into: buffer, path: path)
-                if n == 0 { break }
-                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            }
-            return .success(hasher.finalize())
+            return .success(try ObjectStore.hash(fd, path: path))
         }
     }
 

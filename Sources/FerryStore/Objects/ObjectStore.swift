@@ -69,12 +69,7 @@ public final class ObjectStore {
         var hasher = BlobHasher()
         do {
             defer { close(out) }
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
-            defer { buffer.deallocate() }
-            while true {
-                let n = try FileSystem.read(input, into: buffer, path: sourcePath)
-                if n == 0 { break }
-                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            try FileSystem.forEachChunk(of: input, path: sourcePath, chunkSize: Self.chunkSize) { (chunk) throws(StoreError) in
                 hasher.update(chunk)
                 try FileSystem.writeAll(out, chunk, path: temp)
             }
@@ -138,14 +133,13 @@ public final class ObjectStore {
     public func rehash(_ digest: BlobDigest) throws(StoreError) -> BlobDigest {
         let fd = try open(digest)
         defer { close(fd) }
+        return try Self.hash(fd, path: path(for: digest))
+    }
+
+    /// The digest of everything readable from `fd`, streamed.
+    public static func hash(_ fd: Int32, path: String) throws(StoreError) -> BlobDigest {
         var hasher = BlobHasher()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = try FileSystem.read(fd, into: buffer, path: path(for: digest))
-            if n == 0 { break }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-        }
+        try FileSystem.forEachChunk(of: fd, path: path, chunkSize: chunkSize) { hasher.update($0) }
         return hasher.finalize()
     }
 

@@ -79,11 +79,12 @@ struct StatusCommand: ParsableCommand {
         let store = try folder.open(writable: false)
         let disk = try store.diskState()
         let live = store.index.liveDocuments.count
+        let agent = FolderLock.holder(path: store.layout.lockFile).map { "running (pid \($0))" } ?? "not running"
         if output.json {
             printJSON([
                 "folder": .string(store.root), "name": .string(store.info.name), "id": .string(store.info.id),
                 "documents": .int(live), "revisions": .int(store.index.revisionCount), "last_seq": .int(store.index.lastSeq),
-                "agent": "not running",
+                "agent": .string(agent),
                 "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
                 "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
                 "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
@@ -93,7 +94,7 @@ struct StatusCommand: ParsableCommand {
         print("folder:    \(store.root)")
         print("database:  \(store.info.name) (id \(store.info.id))")
         print("documents: \(live), revisions: \(store.index.revisionCount), last seq: \(store.index.lastSeq)")
-        print("agent:     not running")
+        print("agent:     \(agent)")
         if disk.pending.isEmpty { print("pending:   none") }
         for p in disk.pending { print("pending:   \(p.change.rawValue) \(p.doc)") }
         for u in disk.unreadable { print("unreadable: \(u.doc): \(u.reason)") }

@@ -13,13 +13,8 @@ enum CommandRunner {
         do {
             command = try FerryCommand.parseAsRoot(arguments)
         } catch {
-            let code = FerryCommand.exitCode(for: error)
-            if code == .success {
-                print(FerryCommand.fullMessage(for: error))
-                return 0
-            }
-            FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
-            return 2
+            // Anything that stops parsing is a usage error (or a help request).
+            return reportParserError(error, failure: 2)
         }
         do {
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -42,14 +37,19 @@ enum CommandRunner {
         } catch {
             // Help requested inside a command, validation errors, and anything else the
             // argument parser knows how to describe.
-            let code = FerryCommand.exitCode(for: error)
-            if code == .success {
-                print(FerryCommand.fullMessage(for: error))
-                return 0
-            }
-            FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
-            return code == .validationFailure ? 2 : 1
+            return reportParserError(error, failure: FerryCommand.exitCode(for: error) == .validationFailure ? 2 : 1)
         }
+    }
+
+    /// Prints what the argument parser says about `error`: help on stdout (exit 0), anything
+    /// else on stderr with exit status `failure`.
+    private static func reportParserError(_ error: Error, failure: Int32) -> Int32 {
+        if FerryCommand.exitCode(for: error) == .success {
+            print(FerryCommand.fullMessage(for: error))
+            return 0
+        }
+        FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
+        return failure
     }
 }
 
