@@ -103,6 +103,14 @@ import FerryTesting
         #expect(Set(all.map(\.doc)).count == all.count)
     }
 
+    @Test func ignoringAFileStopsSyncingItWithoutDeletingIt() throws {
+        let f = try Fixture()
+        try f.expect("echo '{\"a\": 1}' > local.json && mkdir -p cache && echo x > cache/big.bin", [("local.json", false), ("cache/big.bin", false)])
+        try f.expect("printf 'local.json\\ncache/\\n' > .ferryignore", [])
+        try f.expect("echo '{\"a\": 2}' > local.json && echo y > cache/big.bin && echo '{}' > cache/new.json", [])
+        #expect(FileManager.default.fileExists(atPath: f.dir + "/local.json"))
+    }
+
     @Test func aSecondWriterIsToldTheFolderIsInUse() throws {
         let f = try Fixture()
         let r = try FerryProcess.ferry(["scan"], in: f.dir)

@@ -135,8 +135,13 @@ extension FolderStore {
             }
             report.add(file.doc, outcome)
         }
+        let activeRules = rules ?? IgnoreRules.load(root: root)
         for doc in index.liveDocuments where !seen.contains(doc) {
-            // Gone, or now ignored: either way the document left the folder.
+            // A file that is now ignored is no longer synced, but it was not deleted: recording
+            // a deletion would delete it on every peer. Only a file that is gone is a deletion.
+            if activeRules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) {
+                continue
+            }
             if let e = try recordDeletion(doc) { report.recorded.append(e) }
             statCache.set(doc, nil)
         }
