@@ -17,6 +17,7 @@ let package = Package(
         .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "CFerrySystem"),
         .target(name: "FerryStore", dependencies: ["FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryProtocol", dependencies: ["FerryCore"]),
         .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore"]),
@@ -28,6 +29,7 @@ let package = Package(
         .executableTarget(name: "FerryBench", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTesting"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol"]),
         .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting"]),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
     ]

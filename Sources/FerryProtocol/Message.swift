@@ -1,0 +1,203 @@
+import FerryCore
+
+/// The protocol versions this build speaks (`ferry/1` on the WebSocket).
+public enum ProtocolVersion {
+    /// The WebSocket subprotocol name.
+    public static let subprotocol = "ferry/1"
+    /// Versions offered in `hello`, best first.
+    public static let supported = [1]
+}
+
+/// One entry of a `changes` message: a revision the sender has since the receiver's checkpoint.
+public struct ChangeEntry: Sendable, Equatable {
+    /// The sender's local sequence of the revision.
+    public var sequence: Int
+    /// The document.
+    public var doc: DocumentID
+    /// The revision (a leaf of the sender's tree).
+    public var rev: RevisionID
+    /// True for a deletion.
+    public var deleted: Bool
+    /// Estimated body size in bytes.
+    public var bodySize: Int
+
+    /// An entry.
+    public init(sequence: Int, doc: DocumentID, rev: RevisionID, deleted: Bool, bodySize: Int) {
+        self.sequence = sequence
+        self.doc = doc
+        self.rev = rev
+        self.deleted = deleted
+        self.bodySize = bodySize
+    }
+}
+
+/// The receiver's answer to one `changes` entry.
+public enum ChangeAnswer: Sendable, Equatable {
+    /// Not wanted (already known, or filtered out).
+    case notWanted
+    /// Wanted; these ancestors of it are already known here (the sender may stop its
+    /// history at the first of them).
+    case wanted(knownAncestors: [RevisionID])
+}
+
+/// One entry of a `proposeChanges` message (a push without a prior `subChanges`).
+public struct ProposedChange: Sendable, Equatable {
+    /// The document.
+    public var doc: DocumentID
+    /// The revision proposed.
+    public var rev: RevisionID
+    /// The revision the sender believes the receiver has as current (nil: none).
+    public var parent: RevisionID?
+    /// Estimated body size.
+    public var bodySize: Int
+
+    /// An entry.
+    public init(doc: DocumentID, rev: RevisionID, parent: RevisionID?, bodySize: Int) {
+        self.doc = doc
+        self.rev = rev
+        self.parent = parent
+        self.bodySize = bodySize
+    }
+}
+
+/// The answer to one `proposeChanges` entry, with Couchbase Lite's status numbers.
+public enum ProposeAnswer: Int, Sendable, Equatable {
+    /// Send it.
+    case send = 0
+    /// Already here.
+    case alreadyHave = 304
+    /// It would conflict; the sender should pull first.
+    case conflict = 409
+}
+
+/// A revision's body as carried by `rev`.
+public enum RevisionBody: Sendable, Equatable {
+    /// A deletion: no body.
+    case deleted
+    /// A JSON document's body (an object; the receiver stores its canonical form).
+    case json(JSONValue)
+    /// A file document's body: a blob the receiver fetches with `getAttachment` if missing.
+    case blob(BlobReference)
+}
+
+/// A request: something one peer asks of the other. Named and shaped after Couchbase Lite's
+/// replication protocol (see docs/protocol.md for the wire form of each).
+public enum Request: Sendable, Equatable {
+    /// Opens the conversation: versions offered, the sender's peer id, the database it
+    /// expects, optional features (`"delta"`).
+    case hello(versions: [Int], peer: String, database: String, features: [String])
+    /// Asks for the checkpoint stored under `client`.
+    case getCheckpoint(client: String)
+    /// Stores a checkpoint; `rev` is the one previously returned (nil for the first).
+    case setCheckpoint(client: String, rev: String?, checkpoint: Checkpoint)
+    /// Asks the peer to send `changes` since `since` (its own sequence), once or continuously,
+    /// optionally only for some documents.
+    case subChanges(since: Int, continuous: Bool, docIDs: [DocumentID]?)
+    /// Announces revisions; an empty list means "caught up".
+    case changes([ChangeEntry])
+    /// Proposes revisions to push.
+    case proposeChanges([ProposedChange])
+    /// Sends one revision with its history (parent first).
+    case rev(doc: DocumentID, rev: RevisionID, history: [RevisionID], sequence: Int, body: RevisionBody)
+    /// Says a requested revision cannot be sent (always sent with `noreply`).
+    case norev(doc: DocumentID, rev: RevisionID, sequence: Int, status: Int, reason: String)
+    /// Asks for a blob's bytes, which come back as binary frames.
+    case getAttachment(digest: BlobDigest)
+
+    /// The message's type name on the wire.
+    public var typeName: String {
+        switch self {
+        case .hello: "hello"
+        case .getCheckpoint: "getCheckpoint"
+        case .setCheckpoint: "setCheckpoint"
+        case .subChanges: "subChanges"
+        case .changes: "changes"
+        case .proposeChanges: "proposeChanges"
+        case .rev: "rev"
+        case .norev: "norev"
+        case .getAttachment: "getAttachment"
+        }
+    }
+}
+
+/// A replication checkpoint: how far each side has got with the other.
+public struct Checkpoint: Sendable, Equatable {
+    /// The highest local sequence the peer has acknowledged (push progress).
+    public var local: Int
+    /// The highest sequence of the peer's that has been applied here (pull progress).
+    public var remote: Int
+
+    /// A checkpoint.
+    public init(local: Int, remote: Int) {
+        self.local = local
+        self.remote = remote
+    }
+}
+
+/// A response's payload, by what it answers.
+public enum Response: Sendable, Equatable {
+    /// Success with nothing to say (`rev`, `subChanges`).
+    case ok
+    /// `hello`: the version chosen, the responder's peer id and the features both support.
+    case hello(version: Int, peer: String, features: [String])
+    /// `getCheckpoint`: the stored checkpoint and its revision.
+    case checkpoint(rev: String, checkpoint: Checkpoint)
+    /// `setCheckpoint`: the checkpoint's new revision.
+    case checkpointSaved(rev: String)
+    /// `changes`: one answer per entry.
+    case changes([ChangeAnswer], maxHistory: Int?)
+    /// `proposeChanges`: one answer per entry.
+    case proposeChanges([ProposeAnswer])
+    /// `getAttachment`: the blob's length; its bytes follow as binary frames.
+    case attachment(length: Int)
+    /// A failure with an HTTP-like status and a sentence.
+    case error(status: Int, message: String)
+}
+
+/// One text frame: a request with its number, or a response to a numbered request.
+public enum Frame: Sendable, Equatable {
+    /// A request; `number` is unique per direction; `noReply` requests get no response.
+    case request(number: Int, noReply: Bool, Request)
+    /// A response to the request `number` of the other side.
+    case response(to: Int, Response)
+}
+
+/// One binary frame: a chunk of a blob answering a `getAttachment` request.
+public struct BlobChunk: Sendable, Equatable {
+    /// Header: 4 bytes request number (big-endian), 1 byte flags (bit 0: last chunk).
+    public static let headerSize = 5
+    /// The `getAttachment` request this answers.
+    public var requestNumber: UInt32
+    /// True on the final chunk.
+    public var isLast: Bool
+    /// The bytes.
+    public var bytes: [UInt8]
+
+    /// A chunk.
+    public init(requestNumber: UInt32, isLast: Bool, bytes: [UInt8]) {
+        self.requestNumber = requestNumber
+        self.isLast = isLast
+        self.bytes = bytes
+    }
+
+    /// The frame's bytes.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.headerSize + bytes.count)
+        out += [UInt8(requestNumber >> 24), UInt8((requestNumber >> 16) & 0xFF), UInt8((requestNumber >> 8) & 0xFF), UInt8(requestNumber & 0xFF)]
+        out.append(isLast ? 1 : 0)
+        out += bytes
+        return out
+    }
+
+    /// Decodes a binary frame.
+    public static func decode(_ frame: [UInt8], limits: ProtocolLimits = ProtocolLimits()) throws(ProtocolError) -> BlobChunk {
+        guard frame.count <= limits.maxBinaryFrameBytes else {
+            throw ProtocolError(.tooLarge, "binary frame of \(frame.count) bytes exceeds \(limits.maxBinaryFrameBytes)")
+        }
+        guard frame.count >= headerSize else { throw ProtocolError(.malformed, "binary frame shorter than its header") }
+        guard frame[4] & ~1 == 0 else { throw ProtocolError(.malformed, "unknown flags in binary frame") }
+        let number = UInt32(frame[0]) << 24 | UInt32(frame[1]) << 16 | UInt32(frame[2]) << 8 | UInt32(frame[3])
+        return BlobChunk(requestNumber: number, isLast: frame[4] & 1 == 1, bytes: Array(frame[headerSize...]))
+    }
+}

@@ -1,0 +1,159 @@
+import Testing
+import FerryCore
+@testable import FerryProtocol
+
+@Suite struct FrameCodecTests {
+    let doc = try! DocumentID("samplelist.json")
+    let r1 = RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of([1]))
+    var r2: RevisionID { RevisionID.compute(parent: r1, deleted: false, body: BlobDigest.of([2])) }
+
+    func roundTrip(_ request: Request, noReply: Bool = false) throws {
+        let frame = Frame.request(number: 7, noReply: noReply, request)
+        #expect(try FrameCodec.decode(FrameCodec.encode(frame)) { _ in nil } == frame)
+    }
+
+    @Test func everyRequestRoundTrips() throws {
+        let blob = BlobReference(digest: BlobDigest.of([9]), length: 1, contentType: "image/jpeg")
+        try roundTrip(.hello(versions: [1], peer: "p", database: "inventory", features: ["delta"]))
+        try roundTrip(.getCheckpoint(client: "cp-1"))
+        try roundTrip(.setCheckpoint(client: "cp-1", rev: "3", checkpoint: Checkpoint(local: 5, remote: 9)))
+        try roundTrip(.subChanges(since: 12, continuous: true, docIDs: [doc]))
+        try roundTrip(.changes([ChangeEntry(sequence: 3, doc: doc, rev: r2, deleted: false, bodySize: 10)]))
+        try roundTrip(.changes([]))
+        try roundTrip(.proposeChanges([ProposedChange(doc: doc, rev: r2, parent: r1, bodySize: 4), ProposedChange(doc: doc, rev: r1, parent: nil, bodySize: 4)]))
+        try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 3, body: .json(["a": 1])))
+        try roundTrip(.rev(doc: try DocumentID("images/a.jpg"), rev: r1, history: [], sequence: 4, body: .blob(blob)))
+        try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 5, body: .deleted))
+        try roundTrip(.norev(doc: doc, rev: r2, sequence: 3, status: 404, reason: "gone"), noReply: true)
+        try roundTrip(.getAttachment(digest: blob.digest))
+    }
+
+    @Test func responsesAreDecodedByTheRequestTheyAnswer() throws {
+        func rt(_ response: Response, answering type: String) throws {
+            let frame = Frame.response(to: 3, response)
+            #expect(try FrameCodec.decode(FrameCodec.encode(frame)) { $0 == 3 ? type : nil } == frame)
+        }
+        try rt(.hello(version: 1, peer: "q", features: []), answering: "hello")
+        try rt(.checkpoint(rev: "2", checkpoint: Checkpoint(local: 1, remote: 2)), answering: "getCheckpoint")
+        try rt(.checkpointSaved(rev: "3"), answering: "setCheckpoint")
+        try rt(.changes([.notWanted, .wanted(knownAncestors: [r1]), .wanted(knownAncestors: [])], maxHistory: 20), answering: "changes")
+        try rt(.proposeChanges([.send, .alreadyHave, .conflict]), answering: "proposeChanges")
+        try rt(.attachment(length: 99), answering: "getAttachment")
+        try rt(.ok, answering: "rev")
+        try rt(.error(status: 403, message: "read-only"), answering: "rev")
+    }
+
+    func rejects(_ text: String, _ code: ProtocolError.Code, limits: ProtocolLimits = ProtocolLimits()) {
+        do {
+            _ = try FrameCodec.decode(Array(text.utf8), limits: limits) { _ in nil }
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.code == code, "\(text): \(error)")
+        }
+    }
+
+    @Test func hostileFramesAreRefusedWithAReason() {
+        rejects(#"{"type":"rev","n":1,"doc":"../../etc/x","rev":"1-ab","history":[],"sequence":1,"body":{}}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"/etc/passwd","rev":"1-ab","history":[],"sequence":1,"body":{}}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":".ferry/revs.log","rev":"1-ab","history":[],"sequence":1,"body":{}}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"3-ab","history":["1-cd"],"sequence":1,"body":{}}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"1-ab","history":[],"sequence":1,"body":[1]}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"1-ab","history":[],"sequence":1,"blob":{"@type":"blob","digest":"sha256-00","length":1}}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.jpg","rev":"1-ab","history":[],"sequence":1,"blob":{"@type":"blob","digest":"sha256-00","length":1}}"#, .invalidField)
+        rejects(#"{"type":"changes","n":1,"changes":[[1,"a.json","nope",false,1]]}"#, .invalidField)
+        rejects(#"{"type":"changes","n":1,"changes":[[-1,"a.json","1-ab",false,1]]}"#, .invalidField)
+        rejects(#"{"type":"getAttachment","n":1,"digest":"md5-abc"}"#, .invalidField)
+        rejects(#"{"type":"launchMissiles","n":1}"#, .unknownType)
+        rejects(#"{"type":"changes"}"#, .malformed)
+        rejects(#"[1,2]"#, .malformed)
+        rejects(#"{"type": "#, .malformed)
+        rejects(#"{"type":"response","re":5}"#, .outOfOrder)
+        var small = ProtocolLimits()
+        small.maxTextFrameBytes = 10
+        rejects(#"{"type":"getCheckpoint","n":1,"client":"x"}"#, .tooLarge, limits: small)
+        var few = ProtocolLimits()
+        few.maxChangesPerMessage = 1
+        rejects(#"{"type":"changes","n":1,"changes":[[1,"a.json","1-ab"],[2,"b.json","1-ab"]]}"#, .tooLarge, limits: few)
+    }
+
+    @Test func blobChunksRoundTripAndAreBounded() throws {
+        let chunk = BlobChunk(requestNumber: 0x0102_0304, isLast: true, bytes: [9, 8, 7])
+        #expect(try BlobChunk.decode(chunk.encoded()) == chunk)
+        #expect(throws: ProtocolError.self) { try BlobChunk.decode([0, 0, 0]) }
+        #expect(throws: ProtocolError.self) { try BlobChunk.decode([0, 0, 0, 1, 4]) }
+        var limits = ProtocolLimits()
+        limits.maxBinaryFrameBytes = 8
+        #expect(throws: ProtocolError.self) { try BlobChunk.decode([UInt8](repeating: 0, count: 9), limits: limits) }
+    }
+}
+
+@Suite struct ConnectionStateMachineTests {
+    func pair(database: String = "inventory", features: [String] = ["delta"]) -> (ConnectionStateMachine, ConnectionStateMachine) {
+        (ConnectionStateMachine(role: .active, localPeer: "A", database: database, features: features),
+         ConnectionStateMachine(role: .passive, localPeer: "B", database: "inventory", features: ["delta"]))
+    }
+
+    @Test func helloOpensBothSidesWithTheCommonVersionAndFeatures() throws {
+        var (a, b) = pair()
+        let started = a.start()
+        let hello = try #require(started)
+        guard case .send(let reply) = b.receiveText(FrameCodec.encode(hello)) else { Issue.record("no hello reply"); return }
+        #expect(b.isOpen && b.remotePeer == "A" && b.agreedFeatures == ["delta"])
+        #expect(a.receiveText(FrameCodec.encode(reply)) == .opened(version: 1, peer: "B", features: ["delta"]))
+        #expect(a.isOpen)
+        // Requests and responses flow, matched by number.
+        let get = a.send(.getCheckpoint(client: "c"))
+        guard case .request(let n, false, .getCheckpoint(client: "c")) = b.receiveText(FrameCodec.encode(get)) else { Issue.record("not delivered"); return }
+        let answer = Frame.response(to: n, .checkpoint(rev: "1", checkpoint: Checkpoint(local: 0, remote: 0)))
+        #expect(a.receiveText(FrameCodec.encode(answer)) == .response(to: n, answering: "getCheckpoint", .checkpoint(rev: "1", checkpoint: Checkpoint(local: 0, remote: 0))))
+        // A second response to the same request is a violation.
+        guard case .close = a.receiveText(FrameCodec.encode(answer)) else { Issue.record("duplicate response accepted"); return }
+    }
+
+    @Test func anUnknownDatabaseIsA404ThenClose() throws {
+        var (a, b) = pair(database: "other")
+        let started = a.start()
+        let hello = try #require(started)
+        guard case .close(_, _, let after?) = b.receiveText(FrameCodec.encode(hello)) else { Issue.record("not closed"); return }
+        #expect(after == .response(to: 1, .error(status: 404, message: "no database \"other\" here")))
+        guard case .close(_, let reason, nil) = a.receiveText(FrameCodec.encode(after)) else { Issue.record("active side did not close"); return }
+        #expect(reason.contains("404"))
+    }
+
+    @Test func anythingBeforeHelloIsRefused() {
+        var (_, b) = pair()
+        var other = ConnectionStateMachine(role: .active, localPeer: "A", database: "inventory")
+        let early = other.send(.changes([]))
+        guard case .close(1002, let reason, nil) = b.receiveText(FrameCodec.encode(early)) else { Issue.record("accepted"); return }
+        #expect(reason.contains("before hello"))
+        // Once closed, nothing more is delivered.
+        #expect(b.receiveText(FrameCodec.encode(early)) == .none)
+    }
+
+    @Test func noCommonVersionIsRefused() {
+        var (_, b) = pair()
+        let hello = Frame.request(number: 1, noReply: false, .hello(versions: [7, 8], peer: "Z", database: "inventory", features: []))
+        guard case .close(1002, let reason, _?) = b.receiveText(FrameCodec.encode(hello)) else { Issue.record("accepted"); return }
+        #expect(reason.contains("no common protocol version"))
+    }
+
+    @Test func blobBytesOnlyForAnAskedAttachmentAndRequestNumbersIncrease() throws {
+        var (a, b) = pair()
+        let started = a.start()
+        let hello = try #require(started)
+        guard case .send(let reply) = b.receiveText(FrameCodec.encode(hello)) else { return }
+        _ = a.receiveText(FrameCodec.encode(reply))
+        let ask = a.send(.getAttachment(digest: BlobDigest.of([1])))
+        guard case .request(let n, _, _) = ask else { return }
+        _ = a.receiveText(FrameCodec.encode(.response(to: n, .attachment(length: 4))))
+        #expect(a.receiveBinary(BlobChunk(requestNumber: UInt32(n), isLast: false, bytes: [1, 2]).encoded()) == .chunk(BlobChunk(requestNumber: UInt32(n), isLast: false, bytes: [1, 2])))
+        #expect(a.receiveBinary(BlobChunk(requestNumber: UInt32(n), isLast: true, bytes: [3, 4]).encoded()) == .chunk(BlobChunk(requestNumber: UInt32(n), isLast: true, bytes: [3, 4])))
+        guard case .close = a.receiveBinary(BlobChunk(requestNumber: UInt32(n), isLast: true, bytes: [5]).encoded()) else {
+            Issue.record("unasked bytes accepted"); return
+        }
+        // On the passive side, a repeated request number is refused.
+        let again = Frame.request(number: 1, noReply: false, .changes([]))
+        guard case .close(_, let reason, _) = b.receiveText(FrameCodec.encode(again)) else { Issue.record("accepted"); return }
+        #expect(reason.contains("does not increase"))
+    }
+}
