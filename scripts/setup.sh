@@ -13,8 +13,9 @@ fi
 command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /opt/swift/usr/bin/swift)" >&2; exit 1; }
 
 # Tools the tests drive as a user would: jq and sha256sum to read the format, vim and sed to
-# edit, openssl for certificates, flock to hold the lock from outside, python3 for rewrites.
-packages=(jq vim openssl util-linux coreutils procps python3)
+# edit, openssl for certificates, flock to hold the lock from outside, python3 for rewrites,
+# curl for plain HTTP requests to the listener.
+packages=(jq vim openssl util-linux coreutils procps python3 curl)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

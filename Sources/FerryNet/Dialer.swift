@@ -1,0 +1,154 @@
+import FerryProtocol
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+
+/// A `ws://HOST:PORT/DB` address.
+public struct PeerURL: Sendable, Equatable, CustomStringConvertible {
+    /// `ws` or `wss`.
+    public var scheme: String
+    /// Host name or address.
+    public var host: String
+    /// Port.
+    public var port: Int
+    /// The database name (the path without its slash).
+    public var database: String
+
+    /// Parses `ws://host:port/db` (or `wss://`); nil when it is not one.
+    public init?(_ text: String) {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+              scheme == "ws" || scheme == "wss", let host = components.host, !host.isEmpty
+        else { return nil }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        guard !path.isEmpty, !path.contains("/") else { return nil }
+        self.scheme = scheme
+        self.host = host
+        self.port = components.port ?? (scheme == "wss" ? 443 : 80)
+        self.database = path
+    }
+
+    /// The URL text.
+    public var description: String { "\(scheme)://\(host):\(port)/\(database)" }
+}
+
+/// Why a connection could not be made.
+public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong.
+    public enum Kind: Sendable, Equatable {
+        /// TCP could not connect (refused, unreachable, timed out): transient.
+        case unreachable
+        /// The server answered the upgrade with this HTTP status (401, 403, 404, 5xx…).
+        case refused(status: Int)
+        /// The server upgraded without selecting `ferry/1`.
+        case protocolMismatch
+    }
+    /// The kind.
+    public let kind: Kind
+    /// One sentence.
+    public let message: String
+
+    /// True for errors worth retrying (unreachable, 5xx, 408, 429).
+    public var isTransient: Bool {
+        switch kind {
+        case .unreachable: return true
+        case .refused(let status): return status >= 500 || status == 408 || status == 429
+        case .protocolMismatch: return false
+        }
+    }
+
+    /// The sentence.
+    public var description: String { message }
+}
+
+/// The active peer's network side: connects to a listener and upgrades to a WebSocket
+/// speaking `ferry/1`, with optional HTTP Basic credentials.
+public enum Dialer {
+    /// Connects to `url`. `authorization` is a full header value (see `BasicCredentials`).
+    public static func connect(to url: PeerURL, authorization: String? = nil, maxMessageBytes: Int = ProtocolLimits().maxTextFrameBytes,
+                               connectTimeout: TimeAmount = .seconds(10),
+                               group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> PeerConnection {
+        guard url.scheme == "ws" else {
+            throw DialError(kind: .protocolMismatch, message: "\(url): wss:// needs TLS, which this build does not have yet")
+        }
+        let promise = group.next().makePromise(of: PeerConnection.self)
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                let request = UpgradeRequestHandler(url: url, authorization: authorization, promise: promise)
+                let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), automaticErrorHandling: true) { channel, response in
+                    guard response.headers["Sec-WebSocket-Protocol"].first == ProtocolVersion.subprotocol else {
+                        promise.fail(DialError(kind: .protocolMismatch, message: "\(url) did not select the \(ProtocolVersion.subprotocol) subprotocol"))
+                        return channel.close()
+                    }
+                    let (stream, continuation) = AsyncStream<WebSocketMessage>.makeStream()
+                    let bridge = WebSocketBridge(continuation: continuation)
+                    let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
+                                                                 maxAccumulatedFrameSize: maxMessageBytes)
+                    return channel.pipeline.removeHandler(request).flatMap {
+                        channel.pipeline.addHandlers([aggregator, bridge])
+                    }.map {
+                        promise.succeed(PeerConnection(channel: channel, bridge: bridge, inbound: stream))
+                    }
+                }
+                return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+                    .flatMap { channel.pipeline.addHandler(request) }
+            }
+        do {
+            let channel = try await bootstrap.connect(host: url.host, port: url.port).get()
+            channel.closeFuture.whenComplete { _ in
+                promise.fail(DialError(kind: .unreachable, message: "\(url) closed the connection during the upgrade"))
+            }
+        } catch {
+            promise.fail(DialError(kind: .unreachable, message: "cannot connect to \(url): \(error)"))
+        }
+        return try await promise.futureResult.get()
+    }
+}
+
+/// Sends the upgrade request when the connection opens, and turns a refused upgrade (any
+/// status but 101) into a `DialError` carrying that status.
+final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    let url: PeerURL
+    let authorization: String?
+    let promise: EventLoopPromise<PeerConnection>
+
+    init(url: PeerURL, authorization: String?, promise: EventLoopPromise<PeerConnection>) {
+        self.url = url
+        self.authorization = authorization
+        self.promise = promise
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: "\(url.host):\(url.port)")
+        headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+        headers.add(name: "Content-Length", value: "0")
+        if let authorization { headers.add(name: "Authorization", value: authorization) }
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/" + url.database, headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(let response) = unwrapInboundIn(data) else { return }
+        let status = Int(response.status.code)
+        var message = "\(url) refused the connection: HTTP \(status) \(response.status.reasonPhrase)"
+        if status == 401 { message = "\(url) refused the credentials (HTTP 401)" }
+        if status == 404 { message = "\(url): no database \"\(url.database)\" there (HTTP 404)" }
+        promise.fail(DialError(kind: .refused(status: status), message: message))
+        context.close(promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        promise.fail(DialError(kind: .unreachable, message: "\(url): \(error)"))
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,71 @@
+import NIOCore
+import NIOWebSocket
+
+/// One WebSocket message from the peer.
+public enum WebSocketMessage: Sendable, Equatable {
+    /// A text frame's bytes (UTF-8 JSON in `ferry/1`).
+    case text([UInt8])
+    /// A binary frame's bytes.
+    case binary([UInt8])
+}
+
+/// How a connection ended.
+public struct CloseReason: Sendable, Equatable, CustomStringConvertible {
+    /// The WebSocket close code (1006 when the connection dropped without a close frame).
+    public var code: UInt16
+    /// The reason text the peer gave, if any.
+    public var reason: String
+
+    /// "code: reason".
+    public var description: String { reason.isEmpty ? "\(code)" : "\(code): \(reason)" }
+}
+
+/// An open WebSocket to a peer, as async values: everything NIO stays behind this type.
+/// Incoming messages arrive on `inbound` (which finishes when the connection closes);
+/// `send` writes one frame; `close` sends a close frame and waits for the connection to end.
+public final class PeerConnection: Sendable {
+    /// Incoming messages, in order.
+    public let inbound: AsyncStream<WebSocketMessage>
+    /// Who the peer is (address), for logs.
+    public let remoteDescription: String
+    let channel: Channel
+    let bridge: WebSocketBridge
+
+    init(channel: Channel, bridge: WebSocketBridge, inbound: AsyncStream<WebSocketMessage>) {
+        self.channel = channel
+        self.bridge = bridge
+        self.inbound = inbound
+        self.remoteDescription = channel.remoteAddress?.description ?? "unknown peer"
+    }
+
+    /// Sends a text frame.
+    public func send(text bytes: [UInt8]) async throws {
+        try await write(opcode: .text, bytes)
+    }
+
+    /// Sends a binary frame.
+    public func send(binary bytes: [UInt8]) async throws {
+        try await write(opcode: .binary, bytes)
+    }
+
+    private func write(opcode: WebSocketOpcode, _ bytes: [UInt8]) async throws {
+        let buffer = channel.allocator.buffer(bytes: bytes)
+        try await channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: buffer)).get()
+    }
+
+    /// Sends a close frame with `code` and `reason` and waits (bounded by the peer's answer
+    /// or the connection dropping) until the connection has ended.
+    public func close(code: UInt16 = 1000, reason: String = "") async {
+        bridge.initiateClose(channel: channel, code: code, reason: reason)
+        try? await channel.closeFuture.get()
+    }
+
+    /// How the connection ended; nil while it is open.
+    public var closeReason: CloseReason? { bridge.closeReason }
+
+    /// Waits until the connection has ended and says how.
+    public func waitUntilClosed() async -> CloseReason {
+        try? await channel.closeFuture.get()
+        return bridge.closeReason ?? CloseReason(code: 1006, reason: "connection dropped")
+    }
+}
