@@ -21,6 +21,8 @@ let package = Package(
         .target(name: "FerryProtocol", dependencies: ["FerryCore"]),
         .target(name: "FerryNet", dependencies: [
             "FerryCore", "FerryProtocol",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -32,7 +34,7 @@ let package = Package(
         .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore"]),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryStore", "FerryWatch", "FerryAgent",
+            "FerryCore", "FerryStore", "FerryWatch", "FerryAgent", "FerryNet",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

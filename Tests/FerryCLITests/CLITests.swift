@@ -130,3 +130,19 @@ import FerryTesting
         #expect(try FerryProcess.shell("jq -s 'length' .ferry/revs.log", in: dir).stdout.hasPrefix("26"))
     }
 }
+
+@Suite struct UsersCommandTests {
+    @Test func hashPasswordPrintsALineThatVerifiesAndNeverTakesThePasswordAsAnArgument() throws {
+        let tmp = TemporaryDirectory()
+        try tmp.write("pw", "correct horse\n")
+        let r = try FerryProcess.ferry(["users", "hash-password", "--name", "carol", "--password-file", tmp.appending("pw"), "--rounds", "210000"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let line = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: String])
+        #expect(line["name"] == "carol")
+        #expect(line["password_hash"]?.hasPrefix("pbkdf2-sha256$210000$") == true)
+        let viaEnv = try FerryProcess.ferry(["users", "hash-password", "--name", "dave", "--rounds", "210000"], environment: ["FERRY_PASSWORD": "x"])
+        #expect(viaEnv.status == 0 && viaEnv.stdout.contains("\"dave\""))
+        #expect(try FerryProcess.ferry(["users", "hash-password", "--name", "x", "--password", "oops"]).status == 2)
+        #expect(try FerryProcess.ferry(["users", "hash-password", "--name", "x", "--rounds", "5"]).status == 2)
+    }
+}
