@@ -91,8 +91,16 @@ public final class ObjectStore {
         return (digest, hasher.count)
     }
 
+    /// Starts writing an object that arrives in pieces (a blob from a peer); the bytes are
+    /// hashed as they are written and must hash to `expected`.
+    public func beginWrite(expected: BlobDigest) throws(StoreError) -> PendingObject {
+        let temp = newTempPath()
+        let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
+        return PendingObject(store: self, temp: temp, fd: fd, expected: expected)
+    }
+
     /// Moves a written temp file to its content address.
-    private func install(temp: String, as digest: BlobDigest) throws(StoreError) {
+    func install(temp: String, as digest: BlobDigest) throws(StoreError) {
         let final = path(for: digest)
         let dir = FileSystem.dirname(of: final)
         do {
@@ -167,9 +175,67 @@ public final class ObjectStore {
         try FileSystem.unlink(path(for: digest))
     }
 
-    private func newTempPath() -> String {
+    func newTempPath() -> String {
         "\(tempDirectory)/obj-\(FileSystem.randomSuffix())"
     }
+}
+
+/// An object being written piece by piece. `finish` verifies the digest and installs it;
+/// `abandon` (or a mismatch) removes the temp file, so nothing unverified is ever stored.
+public final class PendingObject {
+    let store: ObjectStore
+    let temp: String
+    var fd: Int32
+    let expected: BlobDigest
+    var hasher = BlobHasher()
+
+    init(store: ObjectStore, temp: String, fd: Int32, expected: BlobDigest) {
+        self.store = store
+        self.temp = temp
+        self.fd = fd
+        self.expected = expected
+    }
+
+    /// Bytes written so far.
+    public var count: Int { hasher.count }
+
+    /// Appends a piece.
+    public func append(_ bytes: [UInt8]) throws(StoreError) {
+        precondition(fd >= 0, "object already finished")
+        hasher.update(bytes)
+        do { try FileSystem.writeAll(fd, bytes, path: temp) } catch {
+            abandon()
+            throw error
+        }
+    }
+
+    /// Verifies the digest, makes the object durable and installs it.
+    public func finish() throws(StoreError) {
+        precondition(fd >= 0, "object already finished")
+        let digest = hasher.finalize()
+        guard digest == expected else {
+            abandon()
+            throw StoreError(.corrupt, "received bytes hash to \(digest), not the announced \(expected); discarded")
+        }
+        do {
+            if store.batch == nil { try FileSystem.sync(fd, path: temp) }
+        } catch {
+            abandon()
+            throw error
+        }
+        close(fd)
+        fd = -1
+        if store.contains(digest) { unlink(temp); return }
+        try store.install(temp: temp, as: digest)
+    }
+
+    /// Drops what was written.
+    public func abandon() {
+        if fd >= 0 { close(fd); fd = -1 }
+        unlink(temp)
+    }
+
+    deinit { if fd >= 0 { abandon() } }
 }
 
 /// Groups the fsyncs of many object writes (as `init` of a large folder does): temp files are
