@@ -134,22 +134,14 @@ public enum FrameCodec {
             let ids = try r.optionalArray("docIDs")?.map { (v) throws(ProtocolError) in try Reader.doc(v) }
             return .subChanges(since: try r.sequence("since"), continuous: try r.optionalBool("continuous") ?? false, docIDs: ids)
         case "changes":
-            let list = try r.array("changes")
-            guard list.count <= limits.maxChangesPerMessage else {
-                throw ProtocolError(.tooLarge, "changes message with \(list.count) entries exceeds \(limits.maxChangesPerMessage)")
-            }
-            return .changes(try list.map { (item) throws(ProtocolError) in
+            return .changes(try r.changeList(type, limits).map { (item) throws(ProtocolError) in
                 guard case .array(let a) = item, a.count >= 3 else { throw ProtocolError(.malformed, "changes entry is not [seq, doc, rev, deleted, size]") }
                 let deleted = a.count > 3 ? (a[3].boolValue ?? (a[3].intValue.map { $0 != 0 } ?? false)) : false
                 return ChangeEntry(sequence: try Reader.sequence(a[0], "changes"), doc: try Reader.doc(a[1]), rev: try Reader.rev(a[2]),
                                    deleted: deleted, bodySize: a.count > 4 ? max(0, a[4].intValue ?? 0) : 0)
             })
         case "proposeChanges":
-            let list = try r.array("changes")
-            guard list.count <= limits.maxChangesPerMessage else {
-                throw ProtocolError(.tooLarge, "proposeChanges message with \(list.count) entries exceeds \(limits.maxChangesPerMessage)")
-            }
-            return .proposeChanges(try list.map { (item) throws(ProtocolError) in
+            return .proposeChanges(try r.changeList(type, limits).map { (item) throws(ProtocolError) in
                 guard case .array(let a) = item, a.count >= 2 else { throw ProtocolError(.malformed, "proposeChanges entry is not [doc, rev, parent, size]") }
                 var parent: RevisionID?
                 if a.count > 2, let p = a[2].stringValue, !p.isEmpty { parent = try Reader.rev(a[2]) }
@@ -254,6 +246,14 @@ struct Reader {
         return b
     }
     func sequence(_ key: String) throws(ProtocolError) -> Int { try Self.sequence(try value(key), key) }
+    /// The `changes` array of a `changes` or `proposeChanges` message, bounded by the limits.
+    func changeList(_ type: String, _ limits: ProtocolLimits) throws(ProtocolError) -> [JSONValue] {
+        let list = try array("changes")
+        guard list.count <= limits.maxChangesPerMessage else {
+            throw ProtocolError(.tooLarge, "\(type) message with \(list.count) entries exceeds \(limits.maxChangesPerMessage)")
+        }
+        return list
+    }
     func checkpoint(_ key: String) throws(ProtocolError) -> Checkpoint {
         let v = try value(key)
         guard let l = v["local"], let rm = v["remote"] else { throw ProtocolError(.malformed, "checkpoint needs local and remote") }
