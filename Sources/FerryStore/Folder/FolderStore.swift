@@ -47,9 +47,8 @@ public final class FolderStore {
         self.lock = writable ? try FolderLock(path: layout.lockFile) : nil
         self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
         self.log = RevisionLog(path: layout.logFile)
-        let read = try RevisionLog.read(path: layout.logFile)
         var index = DocumentIndex()
-        for e in read.entries { index.apply(e) }
+        let read = try RevisionLog.scan(path: layout.logFile) { index.apply($0) }
         self.index = index
         self.damagedLogLines = read.damagedLines
         self.tornLogTailBytes = read.tornTailBytes
@@ -176,9 +175,8 @@ public final class FolderStore {
     }
 
     func reloadIndex() throws(StoreError) {
-        let read = try RevisionLog.read(path: layout.logFile)
         var index = DocumentIndex()
-        for e in read.entries { index.apply(e) }
+        _ = try RevisionLog.scan(path: layout.logFile) { index.apply($0) }
         self.index = index
     }
 

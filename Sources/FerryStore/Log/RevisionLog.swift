@@ -31,19 +31,35 @@ public final class RevisionLog {
 
     /// Reads and decodes the whole log.
     public static func read(path: String) throws(StoreError) -> ReadResult {
+        var entries: [LogEntry] = []
+        var result = try scan(path: path) { entries.append($0) }
+        result.entries = entries
+        return result
+    }
+
+    /// Reads the log and hands each valid entry to `body` as it is decoded, keeping none:
+    /// opening a folder builds its index this way (the returned result has no entries).
+    public static func scan(path: String, _ body: (LogEntry) -> Void) throws(StoreError) -> ReadResult {
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.readFile(path)
         } catch where error.errno == ENOENT {
             return ReadResult()
         }
-        return decode(bytes)
+        return decode(bytes, body)
     }
 
-    /// Decodes log bytes; exposed for tests and the benchmark.
+    /// Decodes log bytes into a result with every entry; exposed for tests and the benchmark.
     public static func decode(_ bytes: [UInt8]) -> ReadResult {
+        var entries: [LogEntry] = []
+        var result = decode(bytes) { entries.append($0) }
+        result.entries = entries
+        return result
+    }
+
+    /// Decodes log bytes, handing each valid entry to `body`.
+    static func decode(_ bytes: [UInt8], _ body: (LogEntry) -> Void) -> ReadResult {
         var result = ReadResult()
-        result.entries.reserveCapacity(bytes.count / 250)
         bytes.withUnsafeBufferPointer { buf in
             var start = 0
             var lineNumber = 0
@@ -59,9 +75,9 @@ public final class RevisionLog {
                 if !line.isEmpty {
                     do {
                         if let entry = try LogEntry.fastDecode(line) {
-                            result.entries.append(entry)
+                            body(entry)
                         } else {
-                            result.entries.append(try LogEntry(json: try JSONParser.parse(buffer: line)))
+                            body(try LogEntry(json: try JSONParser.parse(buffer: line)))
                         }
                     } catch {
                         result.damagedLines.append((lineNumber, "\(error)"))
