@@ -90,7 +90,9 @@ public struct ConnectionStateMachine: Sendable {
         }
         switch frame {
         case let .response(to, response):
-            let answering = outstanding.removeValue(forKey: to)!
+            guard let answering = outstanding.removeValue(forKey: to) else {
+                return fail(ProtocolError(.outOfOrder, "response to unknown request \(to)"))
+            }
             if to == helloNumber {
                 helloNumber = nil
                 guard case let .hello(version, peer, agreed) = response, ProtocolVersion.supported.contains(version) else {
