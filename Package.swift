@@ -30,6 +30,7 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "FerryReplicator", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore"]),
@@ -43,6 +44,7 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
         .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryCore", "FerryProtocol", "FerryNet"]),
+        .testTarget(name: "FerryReplicatorTests", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", "FerryNet", "FerryReplicator", "FerryTesting"]),
         .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting"]),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
     ]

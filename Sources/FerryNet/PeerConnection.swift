@@ -1,13 +1,9 @@
+import FerryProtocol
 import NIOCore
 import NIOWebSocket
 
 /// One WebSocket message from the peer.
-public enum WebSocketMessage: Sendable, Equatable {
-    /// A text frame's bytes (UTF-8 JSON in `ferry/1`).
-    case text([UInt8])
-    /// A binary frame's bytes.
-    case binary([UInt8])
-}
+public typealias WebSocketMessage = TransportMessage
 
 /// How a connection ended.
 public struct CloseReason: Sendable, Equatable, CustomStringConvertible {
@@ -23,7 +19,7 @@ public struct CloseReason: Sendable, Equatable, CustomStringConvertible {
 /// An open WebSocket to a peer, as async values: everything NIO stays behind this type.
 /// Incoming messages arrive on `inbound` (which finishes when the connection closes);
 /// `send` writes one frame; `close` sends a close frame and waits for the connection to end.
-public final class PeerConnection: Sendable {
+public final class PeerConnection: MessageTransport {
     /// Incoming messages, in order.
     public let inbound: AsyncStream<WebSocketMessage>
     /// Who the peer is (address), for logs.

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import Testing
+import FerryCore
+import FerryNet
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import FerryTesting
+
+/// A one-shot pull between two real folders over a real WebSocket on 127.0.0.1.
+@Suite(.serialized) struct PullTests {
+    let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Serves `folder` with a passive session per connection (each opens the folder itself).
+    func serve(_ folder: String, database: String) async throws -> Listener {
+        let logger = self.logger
+        return try await Listener.start(ListenerConfiguration(database: database)) { connection in
+            Task {
+                guard let store = try? FolderStore.open(at: folder, writable: true) else { return }
+                await PeerSession(transport: connection, store: store, role: .passive, logger: logger).run()
+            }
+        }
+    }
+
+    func pull(into folder: String, from listener: Listener, database: String) async throws -> ReplicationStats {
+        let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(database)")!)
+        let store = try FolderStore.open(at: folder, writable: true)
+        let session = PeerSession(transport: connection, store: store, role: .active, remoteDatabase: database, logger: logger)
+        async let loop: Void = session.run()
+        let stats: ReplicationStats
+        do {
+            try await session.open()
+            stats = try await session.pullOnce()
+        } catch {
+            await session.close()
+            await loop
+            throw error
+        }
+        await session.close()
+        await loop
+        return stats
+    }
+
+    @Test func aOneShotPullCopiesTheSampleAndItsBlobsIntoAnEmptyFolder() async throws {
+        let tmp = TemporaryDirectory()
+        let source = tmp.appending("inventory"), target = tmp.appending("copy")
+        #expect(try FerryProcess.ferry(["init", "--sample", source]).status == 0)
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        try tmp.write("inventory/notes/today.json", #"{"text": "buy apples"}"#)
+        _ = try FerryProcess.shell("head -c 300000 /dev/urandom > \(source)/photo.bin")
+        #expect(try FerryProcess.ferry(["scan"], in: source).status == 0)
+        let listener = try await serve(source, database: "inventory")
+
+        let stats = try await pull(into: target, from: listener, database: "inventory")
+        #expect(stats.revisionsReceived == 3, "\(stats)")
+        #expect(stats.blobsReceived >= 50, "\(stats)")
+        for doc in ["samplelist.json", "notes/today.json"] {
+            let a = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(source)/\(doc)"))))
+            let b = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(target)/\(doc)"))))
+            #expect(a == b, "\(doc)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(source)/photo.bin")) == Data(contentsOf: URL(fileURLWithPath: "\(target)/photo.bin")))
+        let verifySource = try FerryProcess.ferry(["verify"], in: source), verifyTarget = try FerryProcess.ferry(["verify"], in: target)
+        #expect(verifySource.status == 0 && verifyTarget.status == 0, "\(verifyTarget.stdout)")
+        // Same revision ids on both sides, the pulled ones marked with the source's peer id.
+        let revs = try FerryProcess.shell("diff <(jq -r '.rev' \(source)/.ferry/revs.log | sort) <(jq -r '.rev' \(target)/.ferry/revs.log | sort) && jq -r '.origin' \(target)/.ferry/revs.log | sort -u")
+        #expect(revs.status == 0 && !revs.stdout.contains("local"), "\(revs.stdout)\(revs.stderr)")
+
+        // A second pull resumes from the checkpoint and moves nothing.
+        let again = try await pull(into: target, from: listener, database: "inventory")
+        #expect(again == ReplicationStats(), "\(again)")
+        // A new edit is the only thing the next pull moves.
+        _ = try FerryProcess.shell("sed -i 's/buy apples/buy pears/' \(source)/notes/today.json")
+        #expect(try FerryProcess.ferry(["scan"], in: source).status == 0)
+        let third = try await pull(into: target, from: listener, database: "inventory")
+        #expect(third.revisionsReceived == 1 && third.blobsReceived == 0, "\(third)")
+        #expect(try String(contentsOfFile: "\(target)/notes/today.json", encoding: .utf8).contains("buy pears"))
+        await listener.stop()
+    }
+
+    @Test func aPullFromAnUnknownDatabaseFailsClearly() async throws {
+        let tmp = TemporaryDirectory()
+        let source = tmp.appending("inventory"), target = tmp.appending("copy")
+        #expect(try FerryProcess.ferry(["init", source]).status == 0)
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let listener = try await serve(source, database: "inventory")
+        do {
+            _ = try await pull(into: target, from: listener, database: "nothing")
+            Issue.record("pulled from a database that does not exist")
+        } catch let error as DialError {
+            #expect(error.kind == .refused(status: 404))
+        }
+        await listener.stop()
+    }
+}
