@@ -33,8 +33,9 @@ public struct ReplicationStats: Sendable, Equatable {
 /// the peer (a `rev` that needs `getAttachment`) never blocks the loop.
 ///
 /// Implemented today: the passive side (checkpoints, `subChanges` → `changes` + `rev`,
-/// `getAttachment`) and the active side's one-shot pull. Push, continuous mode, retries and
-/// progress reporting are issue 4's remaining work.
+/// `getAttachment`, refusing pushes when read-only) and the active side's one-shot pull and
+/// push. Continuous mode, `proposeChanges`, retries and progress reporting are issue 4's
+/// remaining work.
 public actor PeerSession {
     let transport: MessageTransport
     let store: FolderStore
@@ -46,6 +47,8 @@ public actor PeerSession {
     var caughtUpWaiter: AsyncStream<Int>.Continuation?
     var highestSequenceReceived = 0
     var closed = false
+    /// When true (a `--read-only` listener), the peer may pull but every push is refused.
+    let readOnly: Bool
     /// What this session did so far.
     public private(set) var stats = ReplicationStats()
 
@@ -53,9 +56,10 @@ public actor PeerSession {
     /// owns it). The active side names the `remoteDatabase` it wants (its URL's path); the
     /// passive side serves its own folder's database name.
     public init(transport: MessageTransport, store: sending FolderStore, role: ConnectionStateMachine.Role,
-                remoteDatabase: String? = nil, logger: Logger) {
+                remoteDatabase: String? = nil, readOnly: Bool = false, logger: Logger) {
         self.transport = transport
         self.logger = logger
+        self.readOnly = readOnly
         let database = role == .active ? (remoteDatabase ?? store.info.name) : store.info.name
         self.machine = ConnectionStateMachine(role: role, localPeer: store.info.id, database: database)
         self.store = store
@@ -156,6 +160,10 @@ public actor PeerSession {
                 logger.warning("sending changes stopped", metadata: ["error": "\(error)"])
             }
         case .changes(let entries):
+            if readOnly {
+                await respond(number, .error(status: 403, message: "this listener is read-only: peers may pull, not push"))
+                return
+            }
             if entries.isEmpty {
                 await respond(number, .changes([], maxHistory: nil))
                 caughtUpWaiter?.yield(highestSequenceReceived)
@@ -166,6 +174,10 @@ public actor PeerSession {
             }
             await respond(number, .changes(answers, maxHistory: nil))
         case let .rev(doc, rev, history, sequence, body):
+            if readOnly {
+                if !noReply { await respond(number, .error(status: 403, message: "this listener is read-only: peers may pull, not push")) }
+                return
+            }
             do {
                 try await receive(doc: doc, rev: rev, history: history, body: body)
                 highestSequenceReceived = max(highestSequenceReceived, sequence)
@@ -182,16 +194,22 @@ public actor PeerSession {
         }
     }
 
-    /// Announces every current revision after `since` in batches and sends the wanted ones.
-    func sendChanges(since: Int, docIDs: Set<DocumentID>?) async throws {
+    /// Announces every current revision after `since` in batches and sends the wanted ones;
+    /// returns the last sequence announced (the push checkpoint).
+    @discardableResult
+    func sendChanges(since: Int, docIDs: Set<DocumentID>?) async throws -> Int {
         var cursor = since
         while true {
             let batch = store.changes(since: cursor, limit: 200, docIDs: docIDs)
             let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
-            guard case .changes(let answers, _) = try await request(.changes(entries)) else {
+            let answer = try await request(.changes(entries))
+            if case let .error(status, message) = answer {
+                throw ReplicationError(message: "the peer refused the push (\(status)): \(message)")
+            }
+            guard case .changes(let answers, _) = answer else {
                 throw ReplicationError(message: "peer did not answer changes")
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty { return cursor }
             for (i, change) in batch.enumerated() where i < answers.count {
                 guard case .wanted(let known) = answers[i] else { continue }
                 guard let node = store.index[change.doc]?.nodes[change.rev] else { continue }
@@ -309,6 +327,23 @@ public actor PeerSession {
         _ = try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: Checkpoint(local: 0, remote: last)))
         let local = CheckpointStore(layout: store.layout)
         _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: 0, remote: last)
+        return stats
+    }
+
+    /// Pushes everything this folder has that the peer lacks, once, resuming from the push
+    /// checkpoint kept on both sides. A read-only peer refuses with a `ReplicationError`.
+    public func pushOnce() async throws -> ReplicationStats {
+        let client = "push:" + store.info.id
+        var since = 0
+        var peerRev: String?
+        if case let .checkpoint(rev, checkpoint) = try await request(.getCheckpoint(client: client)) {
+            peerRev = rev
+            since = min(checkpoint.local, CheckpointStore(layout: store.layout).get(client)?.local ?? 0)
+        }
+        let last = try await sendChanges(since: since, docIDs: nil)
+        _ = try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: Checkpoint(local: last, remote: 0)))
+        let local = CheckpointStore(layout: store.layout)
+        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: last, remote: 0)
         return stats
     }
 

@@ -8,22 +8,31 @@ import FerryReplicator
 import FerryStore
 import FerryTesting
 
-/// A one-shot pull between two real folders over a real WebSocket on 127.0.0.1.
-@Suite(.serialized) struct PullTests {
+/// One-shot pull and push between two real folders over a real WebSocket on 127.0.0.1.
+@Suite(.serialized) struct OneShotReplicationTests {
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Serves `folder` with a passive session per connection (each opens the folder itself).
-    func serve(_ folder: String, database: String) async throws -> Listener {
+    func serve(_ folder: String, database: String, readOnly: Bool = false) async throws -> Listener {
         let logger = self.logger
         return try await Listener.start(ListenerConfiguration(database: database)) { connection in
             Task {
                 guard let store = try? FolderStore.open(at: folder, writable: true) else { return }
-                await PeerSession(transport: connection, store: store, role: .passive, logger: logger).run()
+                await PeerSession(transport: connection, store: store, role: .passive, readOnly: readOnly, logger: logger).run()
             }
         }
     }
 
+    func push(from folder: String, to listener: Listener, database: String) async throws -> ReplicationStats {
+        try await session(folder, listener, database) { try await $0.pushOnce() }
+    }
+
     func pull(into folder: String, from listener: Listener, database: String) async throws -> ReplicationStats {
+        try await session(folder, listener, database) { try await $0.pullOnce() }
+    }
+
+    func session(_ folder: String, _ listener: Listener, _ database: String,
+                 _ work: (PeerSession) async throws -> ReplicationStats) async throws -> ReplicationStats {
         let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(database)")!)
         let store = try FolderStore.open(at: folder, writable: true)
         let session = PeerSession(transport: connection, store: store, role: .active, remoteDatabase: database, logger: logger)
@@ -31,7 +40,7 @@ import FerryTesting
         let stats: ReplicationStats
         do {
             try await session.open()
-            stats = try await session.pullOnce()
+            stats = try await work(session)
         } catch {
             await session.close()
             await loop
@@ -76,6 +85,34 @@ import FerryTesting
         let third = try await pull(into: target, from: listener, database: "inventory")
         #expect(third.revisionsReceived == 1 && third.blobsReceived == 0, "\(third)")
         #expect(try String(contentsOfFile: "\(target)/notes/today.json", encoding: .utf8).contains("buy pears"))
+        await listener.stop()
+    }
+
+    @Test func aOneShotPushSendsWhatThePeerLacksAndAReadOnlyPeerRefuses() async throws {
+        let tmp = TemporaryDirectory()
+        let source = tmp.appending("laptop"), target = tmp.appending("inventory")
+        #expect(try FerryProcess.ferry(["init", "--sample", source]).status == 0)
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let readOnly = try await serve(target, database: "inventory", readOnly: true)
+        do {
+            _ = try await push(from: source, to: readOnly, database: "inventory")
+            Issue.record("a read-only listener accepted a push")
+        } catch let error as ReplicationError {
+            #expect(error.message.contains("403") && error.message.contains("read-only"), "\(error)")
+        }
+        await readOnly.stop()
+        #expect(!FileManager.default.fileExists(atPath: target + "/samplelist.json"))
+        #expect(try FerryProcess.ferry(["log"], in: target).stdout.isEmpty)
+
+        let listener = try await serve(target, database: "inventory")
+        let stats = try await push(from: source, to: listener, database: "inventory")
+        #expect(stats.revisionsSent == 1, "\(stats)")
+        let a = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(source)/samplelist.json"))))
+        let b = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(target)/samplelist.json"))))
+        #expect(a == b)
+        #expect(try FerryProcess.ferry(["verify"], in: target).status == 0)
+        // Resumes from the checkpoint: nothing to send the second time.
+        #expect(try await push(from: source, to: listener, database: "inventory").revisionsSent == 0)
         await listener.stop()
     }
 
