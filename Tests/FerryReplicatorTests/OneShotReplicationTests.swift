@@ -116,6 +116,48 @@ import FerryTesting
         await listener.stop()
     }
 
+    @Test func concurrentEditsConvergeAfterAPullEachWay() async throws {
+        let tmp = TemporaryDirectory()
+        let a = tmp.appending("inventory"), b = tmp.appending("other")
+        #expect(try FerryProcess.ferry(["init", "--sample", a]).status == 0)
+        #expect(try FerryProcess.ferry(["init", b]).status == 0)
+        let listenA = try await serve(a, database: "inventory")
+        _ = try await pull(into: b, from: listenA, database: "inventory")
+        // Offline edits: A changes Apples, B changes Bananas, both change Cherries differently.
+        func edit(_ folder: String, _ script: String) throws {
+            let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['items']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(try FerryProcess.ferry(["scan"], in: folder).status == 0)
+        }
+        try edit(a, "items['Apples']['value']=111; items['Cherries']['value']=1")
+        try edit(b, "items['Bananas']['value']=222; items['Cherries']['value']=2")
+        let listenB = try await serve(b, database: "other")
+        _ = try await pull(into: a, from: listenB, database: "other")
+        _ = try await pull(into: b, from: listenA, database: "inventory")
+        let fileA = try Data(contentsOf: URL(fileURLWithPath: a + "/samplelist.json"))
+        let fileB = try Data(contentsOf: URL(fileURLWithPath: b + "/samplelist.json"))
+        #expect(fileA == fileB)
+        let merged = try JSONParser.parse(Array(fileA))
+        let values = Dictionary(uniqueKeysWithValues: (merged["items"]?.arrayValue ?? []).compactMap { i in i["key"]?.stringValue.map { ($0, i["value"]?.intValue ?? -1) } })
+        #expect(values["Apples"] == 111 && values["Bananas"] == 222, "\(values)")
+        #expect(values["Cherries"] == 1 || values["Cherries"] == 2)
+        // The same revision tree on both sides (a revision known only as history appears as a
+        // line's "parent" or in its "ancestors"), and a merge recorded as such.
+        let conflictsA = try FerryProcess.ferry(["conflicts", "--json"], in: a).stdout
+        #expect(conflictsA.contains("\"resolution\": \"merged\""), "\(conflictsA)")
+        let tree = "jq -r 'select(.doc==\"samplelist.json\") | .rev, (.parent // empty), (.ancestors // [] | .[])' .ferry/revs.log | sort -u"
+        let currentA = try FerryProcess.shell(tree, in: a).stdout
+        let currentB = try FerryProcess.shell(tree, in: b).stdout
+        #expect(currentA == currentB, "A:\n\(currentA)\nB:\n\(currentB)")
+        #expect(try FerryProcess.ferry(["verify"], in: a).status == 0)
+        #expect(try FerryProcess.ferry(["verify"], in: b).status == 0)
+        // Pulling again moves nothing: no ping-pong.
+        #expect(try await pull(into: a, from: listenB, database: "other") == ReplicationStats())
+        #expect(try await pull(into: b, from: listenA, database: "inventory") == ReplicationStats())
+        await listenA.stop()
+        await listenB.stop()
+    }
+
     @Test func aPullFromAnUnknownDatabaseFailsClearly() async throws {
         let tmp = TemporaryDirectory()
         let source = tmp.appending("inventory"), target = tmp.appending("copy")
