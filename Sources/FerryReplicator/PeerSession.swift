@@ -242,17 +242,18 @@ public actor PeerSession {
         defer { Glibc.close(fd) }
         var st = stat()
         fstat(fd, &st)
-        await respond(number, .attachment(length: Int(st.st_size)))
+        var remaining = Int(st.st_size)
+        await respond(number, .attachment(length: remaining))
         var buffer = [UInt8](repeating: 0, count: 256 * 1024)
-        var sentLast = false
-        while !sentLast {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        // Objects are immutable, so their size says which chunk is the last (an empty blob
+        // is one empty last chunk).
+        repeat {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, min($0.count, max(remaining, 1))) }
             guard n >= 0 else { return }
-            var probe: UInt8 = 0
-            sentLast = n == 0 || pread(fd, &probe, 1, lseek(fd, 0, SEEK_CUR)) == 0
-            let chunk = BlobChunk(requestNumber: UInt32(number), isLast: sentLast, bytes: Array(buffer[0..<max(0, n)]))
+            remaining = n == 0 ? 0 : remaining - n
+            let chunk = BlobChunk(requestNumber: UInt32(number), isLast: remaining == 0, bytes: Array(buffer[0..<n]))
             do { try await transport.send(binary: chunk.encoded()) } catch { return }
-        }
+        } while remaining > 0
     }
 
     /// Stores a revision from the peer: its missing blobs first (verified as they arrive),
@@ -298,8 +299,6 @@ public actor PeerSession {
         let (stream, continuation) = AsyncStream<Bool>.makeStream()
         openedWaiter = continuation
         guard let hello = machine.start() else { throw ReplicationError(message: "only the active side opens") }
-        guard case let .request(n, _, _) = hello else { return }
-        _ = n
         try await transport.send(text: FrameCodec.encode(hello))
         for await _ in stream { return }
         throw ReplicationError(message: "the peer closed the connection during hello")
@@ -309,12 +308,8 @@ public actor PeerSession {
     /// sides so that the next pull starts where this one ended. Returns what it did.
     public func pullOnce() async throws -> ReplicationStats {
         let client = "pull:" + store.info.id
-        var since = 0
-        var peerRev: String?
-        if case let .checkpoint(rev, checkpoint) = try await request(.getCheckpoint(client: client)) {
-            peerRev = rev
-            since = min(checkpoint.remote, CheckpointStore(layout: store.layout).get(client)?.remote ?? 0)
-        }
+        let (peerRev, saved) = try await readCheckpoint(client)
+        let since = saved.remote
         let (caughtUp, continuation) = AsyncStream<Int>.makeStream()
         caughtUpWaiter = continuation
         guard case .ok = try await request(.subChanges(since: since, continuous: false, docIDs: nil)) else {
@@ -323,10 +318,7 @@ public actor PeerSession {
         var reached: Int?
         for await seq in caughtUp { reached = seq; break }
         guard let reached else { throw ReplicationError(message: "the connection closed before the pull caught up") }
-        let last = max(since, reached)
-        _ = try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: Checkpoint(local: 0, remote: last)))
-        let local = CheckpointStore(layout: store.layout)
-        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: 0, remote: last)
+        try await saveCheckpoint(client, peerRev: peerRev, Checkpoint(local: 0, remote: max(since, reached)))
         return stats
     }
 
@@ -334,17 +326,27 @@ public actor PeerSession {
     /// checkpoint kept on both sides. A read-only peer refuses with a `ReplicationError`.
     public func pushOnce() async throws -> ReplicationStats {
         let client = "push:" + store.info.id
-        var since = 0
-        var peerRev: String?
-        if case let .checkpoint(rev, checkpoint) = try await request(.getCheckpoint(client: client)) {
-            peerRev = rev
-            since = min(checkpoint.local, CheckpointStore(layout: store.layout).get(client)?.local ?? 0)
-        }
-        let last = try await sendChanges(since: since, docIDs: nil)
-        _ = try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: Checkpoint(local: last, remote: 0)))
-        let local = CheckpointStore(layout: store.layout)
-        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: last, remote: 0)
+        let (peerRev, saved) = try await readCheckpoint(client)
+        let last = try await sendChanges(since: saved.local, docIDs: nil)
+        try await saveCheckpoint(client, peerRev: peerRev, Checkpoint(local: last, remote: 0))
         return stats
+    }
+
+    /// The checkpoint of `client` as both sides agree: the lower of the peer's copy and this
+    /// folder's (zero when either has none), and the peer copy's revision for the next save.
+    func readCheckpoint(_ client: String) async throws -> (peerRev: String?, checkpoint: Checkpoint) {
+        guard case let .checkpoint(rev, theirs) = try await request(.getCheckpoint(client: client)) else {
+            return (nil, Checkpoint(local: 0, remote: 0))
+        }
+        let ours = CheckpointStore(layout: store.layout).get(client)
+        return (rev, Checkpoint(local: min(theirs.local, ours?.local ?? 0), remote: min(theirs.remote, ours?.remote ?? 0)))
+    }
+
+    /// Saves `checkpoint` for `client` on the peer and in this folder.
+    func saveCheckpoint(_ client: String, peerRev: String?, _ checkpoint: Checkpoint) async throws {
+        _ = try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: checkpoint))
+        let local = CheckpointStore(layout: store.layout)
+        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: checkpoint.local, remote: checkpoint.remote)
     }
 
     /// Closes the connection normally.
