@@ -1,3 +1,4 @@
+import FerryCore
 import FerryProtocol
 import Foundation
 import Logging
@@ -207,27 +208,11 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @u
             status = .badRequest
             body = ["error": "bad_request", "reason": why]
         }
-        var text = "{"
-        for (i, key) in body.keys.sorted().enumerated() {
-            text += (i > 0 ? "," : "") + jsonString(key) + ":" + jsonString(body[key]!)
-        }
-        text += "}\n"
-        headers.add(name: "Content-Length", value: String(text.utf8.count))
+        let text = JSONValue.object(body.mapValues { .string($0) }).canonicalBytes + [0x0A]
+        headers.add(name: "Content-Length", value: String(text.count))
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: text)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
     }
 
-    private func jsonString(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
-    }
 }
