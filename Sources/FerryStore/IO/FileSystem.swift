@@ -165,16 +165,7 @@ public enum FileSystem {
 
     /// Names in a directory, without `.` and `..`.
     public static func listDirectory(_ path: String) throws(StoreError) -> [String] {
-        guard let dir = opendir(path) else { throw StoreError.system("cannot list", path: path) }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) { p in
-                p.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
+        try listDirectoryEntries(path).map(\.name)
     }
 
     /// The parent directory of a `/`-separated path ("" for a bare name).
