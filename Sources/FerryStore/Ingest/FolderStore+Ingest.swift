@@ -114,7 +114,8 @@ extension FolderStore {
     /// whose files are gone. Used by `init`, `scan`, and the agent's startup scan (which walks
     /// the folder on another thread while the log is read, and passes the walk in).
     public func scanAndRecord(rules: IgnoreRules? = nil, prescanned: (found: [FolderScanner.Found], skipped: [FolderScanner.Skipped])? = nil) throws -> ScanReport {
-        let (found, skipped) = try prescanned ?? FolderScanner(root: root, rules: rules ?? IgnoreRules.load(root: root)).scan()
+        let activeRules = rules ?? IgnoreRules.load(root: root)
+        let (found, skipped) = try prescanned ?? FolderScanner(root: root, rules: activeRules).scan()
         var report = ScanReport(skipped: skipped)
         var seen = Set<DocumentID>()
         let now = wallClockNanoseconds()
@@ -135,7 +136,6 @@ extension FolderStore {
             }
             report.add(file.doc, outcome)
         }
-        let activeRules = rules ?? IgnoreRules.load(root: root)
         for doc in index.liveDocuments where !seen.contains(doc) {
             // A file that is now ignored is no longer synced, but it was not deleted: recording
             // a deletion would delete it on every peer. Only a file that is gone is a deletion.
