@@ -1,4 +1,6 @@
 import FerryCore
+import FerryNet
+import FerryReplicator
 import FerryStore
 import FerryWatch
 import Foundation
@@ -12,17 +14,25 @@ public struct AgentConfiguration: Sendable {
     public var settle: Duration = .milliseconds(1)
     /// Quiet time after a modification whose writer has not closed the file.
     public var openSettle: Duration = .milliseconds(500)
-    /// Whether to accept connections (issue 4 adds the listener; today only `false` runs).
-    public var listen = false
+    /// How to accept connections; nil: `--no-listen`.
+    public var listen: ListenOptions? = ListenOptions()
+    /// Peers to replicate with continuously (`--peer`).
+    public var peers: [PeerEndpoint] = []
+    /// Called once the folder is open and the listener is bound, with the listener's URLs.
+    public var onReady: (@Sendable (_ urls: [String]) -> Void)?
 
     /// A configuration for `root`.
     public init(root: String) { self.root = root }
 }
 
-/// `ferry serve`: watches the folder and records every settled change, until stopped.
+/// `ferry serve`: watches the folder and records every settled change, serves peers that
+/// connect (the passive side), and replicates continuously with every `--peer` (the active
+/// side), all over one shared store, until stopped. `ferry status` asks it through the
+/// control socket.
 ///
-/// Today it runs the startup scan and the watcher/indexer pipeline; the listener and the
-/// replicators of later issues join it as further services.
+/// Shutdown is cooperative: `stop()` ends the watcher's stream; the agent then closes the
+/// listener (a close frame to every peer), cancels its replicators (each closes its
+/// connection) and saves the stat cache.
 public final class Agent: @unchecked Sendable {
     /// The configuration.
     public let configuration: AgentConfiguration
@@ -38,10 +48,9 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// Opens the folder (as its single writer), records what changed while no agent ran,
-    /// then records every change as it settles until `stop()`.
+    /// starts the listener and the replicators, then records every change as it settles
+    /// until `stop()`.
     public func run() async throws {
-        var storeLogger = logger
-        storeLogger[metadataKey: "folder"] = "\(configuration.root)"
         let root = configuration.root
         guard FileSystem.exists(FolderLayout(root: root).folderFile) else {
             throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
@@ -57,6 +66,70 @@ public final class Agent: @unchecked Sendable {
             return stopRequested
         }
         if alreadyStopped { watcher.stop() }
+        let shared: SharedStore
+        do {
+            shared = try await openAndScan(root)
+        } catch {
+            watcher.stop()
+            throw error
+        }
+
+        // The listener and the replicators.
+        let (accepted, acceptSink) = AsyncStream<PeerConnection>.makeStream()
+        var listener: Listener?
+        var urls: [String] = []
+        if let options = configuration.listen {
+            do {
+                (listener, urls) = try await startListener(options, database: shared.info.name) { acceptSink.yield($0) }
+            } catch {
+                watcher.stop()
+                throw error
+            }
+        }
+        let replicators = configuration.peers.map { peer in
+            var peerLogger = logger
+            peerLogger[metadataKey: "peer"] = "\(peer.url)"
+            return (peer, peer.makeReplicator(shared: shared, continuous: true, logger: peerLogger))
+        }
+        let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators)
+        configuration.onReady?(urls)
+        logger.notice("watching", metadata: ["folder": "\(root)", "database": "\(shared.info.name)"])
+
+        await withDiscardingTaskGroup { group in
+            let readOnly = configuration.listen?.readOnly ?? false
+            let logger = self.logger
+            group.addTask {
+                await withDiscardingTaskGroup { sessions in
+                    for await connection in accepted {
+                        var sessionLogger = logger
+                        sessionLogger[metadataKey: "client"] = "\(connection.remoteDescription)"
+                        sessions.addTask {
+                            let session = PeerSession(transport: connection, shared: shared, role: .passive,
+                                                      readOnly: readOnly, logger: sessionLogger)
+                            await session.run()
+                        }
+                    }
+                }
+            }
+            for (_, replicator) in replicators {
+                group.addTask { _ = try? await replicator.run() }
+            }
+            await index(stream, into: shared)
+            // Stopping: peers first get a close frame, then everything else ends.
+            control?.stop()
+            await listener?.stop()
+            acceptSink.finish()
+            group.cancelAll()
+        }
+        await shared.finishSubscribers()
+        try await shared.saveStatCache()
+        logger.notice("stopped")
+    }
+
+    /// Opens the folder and records what changed while no agent ran.
+    private func openAndScan(_ root: String) async throws -> SharedStore {
+        var storeLogger = logger
+        storeLogger[metadataKey: "folder"] = "\(root)"
         let start = ContinuousClock.now
         // Walk the folder on another thread while this one reads the log: two cores, two halves.
         let rules = IgnoreRules.load(root: root)
@@ -65,7 +138,6 @@ public final class Agent: @unchecked Sendable {
         do {
             store = try FolderStore.open(at: root, writable: true, logger: storeLogger)
         } catch {
-            watcher.stop()
             walk.cancel()
             throw error
         }
@@ -76,25 +148,58 @@ public final class Agent: @unchecked Sendable {
             "elapsed": "\(ContinuousClock.now - start)",
         ])
         for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(s.path)", "reason": "\(s.reason)"]) }
+        return SharedStore(store)
+    }
 
-        logger.notice("watching", metadata: ["folder": "\(configuration.root)", "database": "\(store.info.name)"])
-        let indexer = Indexer(store: store, logger: logger)
+    /// Records every settled change until the watcher's stream ends.
+    private func index(_ stream: AsyncStream<WatchOutput>, into shared: SharedStore) async {
+        let logger = self.logger
         var lastCacheSave = ContinuousClock.now
         for await output in stream {
             do {
-                try indexer.handle(output)
+                try await shared.perform { store in _ = try Indexer(store: store, logger: logger).handle(output) }
             } catch {
                 // A failed write (e.g. a full disk) loses nothing: the file stays as it is and
                 // is picked up again by the next event or the next start.
                 logger.error("could not record a change", metadata: ["error": "\(error)"])
             }
             if ContinuousClock.now - lastCacheSave > .seconds(5) {
-                try? store.saveStatCache()
+                try? await shared.saveStatCache()
                 lastCacheSave = ContinuousClock.now
             }
         }
-        try store.saveStatCache()
-        logger.notice("stopped")
+    }
+
+    private func startListener(_ options: ListenOptions, database: String,
+                               accept: @escaping @Sendable (PeerConnection) -> Void) async throws -> (Listener, [String]) {
+        let (bind, hosts) = try NetworkInterfaces.resolve(options.interface)
+        var config = ListenerConfiguration(database: database)
+        config.host = bind
+        config.port = options.port
+        config.passwordCheck = options.users?.passwordCheck
+        config.describe = ["readOnly": options.readOnly ? "true" : "false"]
+        let listener = try await Listener.start(config, onConnection: accept)
+        let urls = hosts.map { "ws://\($0):\(listener.port)/\(database)" }
+        logger.notice("listening", metadata: ["urls": "\(urls.joined(separator: " "))"])
+        return (listener, urls)
+    }
+
+    private func startControlSocket(shared: SharedStore, listener: Listener?, urls: [String],
+                                    replicators: [(PeerEndpoint, Replicator)]) -> ControlSocket? {
+        let pid = Int(getpid())
+        let root = configuration.root
+        let database = shared.info.name
+        let readOnly = configuration.listen?.readOnly ?? false
+        do {
+            return try ControlSocket(path: shared.layout.stateDirectory + "/agent.sock") { request in
+                guard request == "status" else { return Array("{\"error\":\"unknown request\"}\n".utf8) }
+                return AgentStatus.snapshot(pid: pid, root: root, database: database, listener: listener, urls: urls,
+                                            readOnly: readOnly, replicators: replicators).prettyBytes
+            }
+        } catch {
+            logger.notice("no control socket; `ferry status` will show the folder only", metadata: ["error": "\(error)"])
+            return nil
+        }
     }
 
     /// Asks a running agent to stop; `run()` then returns.

@@ -63,6 +63,15 @@ public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
+extension DialError: ClassifiedFailure {
+    /// 401 is an authentication failure (exit 3); other refusals are permanent unless transient.
+    public var failureKind: FailureKind {
+        if isTransient { return .transient }
+        if case .refused(status: 401) = kind { return .authentication }
+        return .permanent
+    }
+}
+
 /// The active peer's network side: connects to a listener and upgrades to a WebSocket
 /// speaking `ferry/1`, with optional HTTP Basic credentials.
 public enum Dialer {

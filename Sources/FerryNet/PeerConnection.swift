@@ -56,8 +56,18 @@ public final class PeerConnection: MessageTransport {
         try? await channel.closeFuture.get()
     }
 
+    /// Pings the peer every `interval` and drops the connection when it stays silent for two.
+    public func startHeartbeat(every interval: Duration) {
+        let (seconds, attoseconds) = interval.components
+        let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        bridge.startHeartbeat(channel: channel, interval: .nanoseconds(max(nanos, 1_000_000)))
+    }
+
     /// How the connection ended; nil while it is open.
     public var closeReason: CloseReason? { bridge.closeReason }
+
+    /// How the connection ended, as text; nil while it is open.
+    public var closeDescription: String? { bridge.closeReason?.description }
 
     /// Waits until the connection has ended and says how.
     public func waitUntilClosed() async -> CloseReason {

@@ -13,6 +13,8 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
     private struct State {
         var closeSent = false
         var closeReason: CloseReason?
+        /// When the last frame of any kind (a pong included) arrived: the heartbeat's evidence.
+        var lastInbound = NIODeadline.now()
     }
     private let state = NIOLockedValueBox(State())
 
@@ -24,6 +26,7 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        state.withLockedValue { $0.lastInbound = .now() }
         switch frame.opcode {
         case .text:
             continuation.yield(.text(Array(buffer: frame.unmaskedData)))
@@ -74,6 +77,21 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
         }
         continuation.finish()
         context.close(promise: nil)
+    }
+
+    /// Pings the peer every `interval`; closes the connection (1001) when nothing at all has
+    /// arrived for two intervals, so a peer that vanished without a FIN is noticed.
+    func startHeartbeat(channel: Channel, interval: TimeAmount) {
+        let task = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] task in
+            let silent = NIODeadline.now() - state.withLockedValue { $0.lastInbound }
+            if silent > interval * 2 {
+                task.cancel()
+                initiateClose(channel: channel, code: 1001, reason: "no answer to heartbeat for \(silent.nanoseconds / 1_000_000) ms")
+                return
+            }
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: channel.allocator.buffer(capacity: 0)), promise: nil)
+        }
+        channel.closeFuture.whenComplete { _ in task.cancel() }
     }
 
     /// Sends a close frame (once) and closes the channel when the peer answers or after a

@@ -65,8 +65,11 @@ public enum FrameCodec {
             return o
         case let .norev(doc, rev, sequence, status, reason):
             return ["doc": .string(doc.rawValue), "rev": .string(rev.description), "sequence": .int(sequence), "status": .int(status), "reason": .string(reason)]
-        case let .getAttachment(digest):
-            return ["digest": .string(digest.description)]
+        case let .getAttachment(digest, offset, length):
+            var o: [String: JSONValue] = ["digest": .string(digest.description)]
+            if offset != 0 { o["offset"] = .int(offset) }
+            if let length { o["length"] = .int(length) }
+            return o
         }
     }
 
@@ -181,7 +184,12 @@ public enum FrameCodec {
                           status: try r.int("status"), reason: try r.optionalString("reason") ?? "")
         case "getAttachment":
             let text = try r.string("digest")
-            do { return .getAttachment(digest: try BlobDigest(text)) } catch { throw ProtocolError(.invalidField, "\(error)") }
+            let digest: BlobDigest
+            do { digest = try BlobDigest(text) } catch { throw ProtocolError(.invalidField, "\(error)") }
+            let offset = try r.optionalInt("offset") ?? 0
+            let length = try r.optionalInt("length")
+            guard offset >= 0, (length ?? 0) >= 0 else { throw ProtocolError(.invalidField, "getAttachment offset and length must not be negative") }
+            return .getAttachment(digest: digest, offset: offset, length: length)
         default:
             throw ProtocolError(.unknownType, "unknown message type \(String(reflecting: type))")
         }

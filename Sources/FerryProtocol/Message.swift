@@ -101,8 +101,10 @@ public enum Request: Sendable, Equatable {
     case rev(doc: DocumentID, rev: RevisionID, history: [RevisionID], sequence: Int, body: RevisionBody)
     /// Says a requested revision cannot be sent (always sent with `noreply`).
     case norev(doc: DocumentID, rev: RevisionID, sequence: Int, status: Int, reason: String)
-    /// Asks for a blob's bytes, which come back as binary frames.
-    case getAttachment(digest: BlobDigest)
+    /// Asks for a blob's bytes from `offset`, at most `length` of them (nil: to the end),
+    /// which come back as binary frames. A receiver asks large blobs a window at a time, so
+    /// the bytes in flight, and its memory, stay bounded whatever the blob's size.
+    case getAttachment(digest: BlobDigest, offset: Int = 0, length: Int? = nil)
 
     /// The message's type name on the wire.
     public var typeName: String {
@@ -148,7 +150,8 @@ public enum Response: Sendable, Equatable {
     case changes([ChangeAnswer], maxHistory: Int?)
     /// `proposeChanges`: one answer per entry.
     case proposeChanges([ProposeAnswer])
-    /// `getAttachment`: the blob's length; its bytes follow as binary frames.
+    /// `getAttachment`: how many bytes follow as binary frames (the asked range, clipped to
+    /// the blob's end).
     case attachment(length: Int)
     /// A failure with an HTTP-like status and a sentence.
     case error(status: Int, message: String)

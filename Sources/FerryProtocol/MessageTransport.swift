@@ -17,4 +17,6 @@ public protocol MessageTransport: Sendable {
     func send(binary: [UInt8]) async throws
     /// Closes with a code and reason and waits until the connection has ended.
     func close(code: UInt16, reason: String) async
+    /// How the connection ended ("1001: listener stopped"); nil while it is open.
+    var closeDescription: String? { get }
 }

@@ -28,6 +28,23 @@ public final class RunningAgent: @unchecked Sendable {
         throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "ferry serve did not start: \(self.log())"])
     }
 
+    /// The first listener URL the agent printed (`listening on URL`), if it listens.
+    public var url: String? {
+        log().split(separator: "\n").first { $0.hasPrefix("listening on ") }.map { String($0.dropFirst("listening on ".count)) }
+    }
+
+    /// `ferry status --json` of the agent's folder, parsed (nil if it fails).
+    public func status() -> [String: Any]? {
+        guard let folder = process.currentDirectoryURL?.path,
+              let r = try? FerryProcess.ferry(["status", "--json"], in: folder), r.status == 0 else { return nil }
+        return try? JSONSerialization.jsonObject(with: r.stdoutData) as? [String: Any]
+    }
+
+    /// The first replication's entry in `status()`.
+    public func replication() -> [String: Any]? {
+        (status()?["replications"] as? [[String: Any]])?.first
+    }
+
     /// The log so far.
     public func log() -> String {
         (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
@@ -76,4 +93,15 @@ public enum RevisionLogReader {
         }
         return current
     }
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` seconds pass; returns whether it held.
+@discardableResult
+public func eventually(_ timeout: TimeInterval = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
 }

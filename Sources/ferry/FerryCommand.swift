@@ -10,7 +10,7 @@ struct FerryCommand: AsyncParsableCommand {
             Exit codes: 0 success, 1 failure, 2 usage error, 3 authentication/TLS trust failure, 4 folder not initialized or locked.
             """,
         subcommands: [
-            InitCommand.self, ServeCommand.self, ScanCommand.self, StatusCommand.self, LogCommand.self, ShowCommand.self,
+            InitCommand.self, ServeCommand.self, SyncCommand.self, ScanCommand.self, StatusCommand.self, LogCommand.self, ShowCommand.self,
             ConflictsCommand.self, VerifyCommand.self, CompactCommand.self, UsersCommand.self,
         ]
     )

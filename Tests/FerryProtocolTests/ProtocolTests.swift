@@ -26,6 +26,7 @@ import FerryCore
         try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 5, body: .deleted))
         try roundTrip(.norev(doc: doc, rev: r2, sequence: 3, status: 404, reason: "gone"), noReply: true)
         try roundTrip(.getAttachment(digest: blob.digest))
+        try roundTrip(.getAttachment(digest: blob.digest, offset: 8 << 20, length: 8 << 20))
     }
 
     @Test func responsesAreDecodedByTheRequestTheyAnswer() throws {

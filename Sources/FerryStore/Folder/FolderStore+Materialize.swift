@@ -44,7 +44,7 @@ extension FolderStore {
             guard expecting != nil else { return .upToDate }
             statCache.set(doc, nil)
             try FileSystem.unlink(path)
-            try FileSystem.syncDirectory(FileSystem.dirname(of: path))
+            if objects.batch == nil { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
             removeEmptyDirectories(above: doc)
             return .removed
         }
@@ -61,7 +61,8 @@ extension FolderStore {
             case .file:
                 try copyObject(current.object!, to: fd, path: temp)
             }
-            try FileSystem.sync(fd, path: temp)
+            // In a batch, the batch's syncfs (before its log lines) makes the file durable.
+            if objects.batch == nil { try FileSystem.sync(fd, path: temp) }
             // Last look before the rename: an edit that landed meanwhile wins.
             guard FileFingerprint.of(path) == expecting else {
                 unlink(temp)
@@ -72,7 +73,7 @@ extension FolderStore {
             unlink(temp)
             throw error
         }
-        try FileSystem.syncDirectory(dir)
+        if objects.batch == nil { try FileSystem.syncDirectory(dir) }
         if let written = FileFingerprint.of(path), let object = current.object {
             statCache.set(doc, StatCache.Entry(fingerprint: written, object: object))
         }
@@ -82,7 +83,7 @@ extension FolderStore {
     private func copyObject(_ digest: BlobDigest, to out: Int32, path: String) throws(StoreError) {
         let input = try objects.open(digest)
         defer { close(input) }
-        try FileSystem.forEachChunk(of: input, path: objects.path(for: digest), chunkSize: ObjectStore.chunkSize) { (chunk) throws(StoreError) in
+        try FileSystem.forEachChunk(of: input, path: objects.location(of: digest), chunkSize: ObjectStore.chunkSize) { (chunk) throws(StoreError) in
             try FileSystem.writeAll(out, chunk, path: path)
         }
     }

@@ -61,6 +61,11 @@ public struct FolderScanner {
         self.rules = rules
     }
 
+    /// Prefix of the temp files ferry writes beside a document before renaming them over it.
+    public static let temporaryPrefix = ".ferry-tmp-"
+    /// Why a temp file of ferry's is skipped: a writer was killed between write and rename.
+    public static let interruptedWrite = "temp file of an interrupted write (removed by the folder's writer)"
+
     /// Every document file below `relativeDirectory` ("" for the whole folder), sorted by id.
     public func scan(relativeDirectory: String = "") throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
         var found: [Found] = []
@@ -86,6 +91,10 @@ public struct FolderScanner {
                 continue
             }
             if IgnoreRules.isSedTemporary(name) { continue }
+            if name.hasPrefix(Self.temporaryPrefix) {
+                skipped.append(Skipped(path: rel, reason: Self.interruptedWrite))
+                continue
+            }
             guard let st = try FileSystem.lstat(root + "/" + rel) else { continue }
             let fileType = st.st_mode & S_IFMT
             if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: fileType == S_IFDIR) { continue }

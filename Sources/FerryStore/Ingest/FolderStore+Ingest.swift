@@ -116,7 +116,12 @@ extension FolderStore {
     public func scanAndRecord(rules: IgnoreRules? = nil, prescanned: (found: [FolderScanner.Found], skipped: [FolderScanner.Skipped])? = nil) throws -> ScanReport {
         let activeRules = rules ?? IgnoreRules.load(root: root)
         let (found, skipped) = try prescanned ?? FolderScanner(root: root, rules: activeRules).scan()
-        var report = ScanReport(skipped: skipped)
+        var report = ScanReport(skipped: skipped.filter { $0.reason != FolderScanner.interruptedWrite })
+        // A writer killed between writing a temp file and renaming it left this: the lock
+        // proves no writer owns it now.
+        for leftover in skipped where leftover.reason == FolderScanner.interruptedWrite && isWritable {
+            unlink(layout.path(of: leftover.path))
+        }
         var seen = Set<DocumentID>()
         let now = wallClockNanoseconds()
         for file in found {

@@ -21,6 +21,21 @@ public final class ObjectStore {
         self.tempDirectory = tempDirectory
     }
 
+    /// A second handle on a folder's objects, for a task that reads or writes objects beside
+    /// the folder's single writer (a replication fetching blobs): it never joins the writer's
+    /// batches, so each object it writes is made durable on its own.
+    public convenience init(layout: FolderLayout) {
+        self.init(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
+    }
+
+    /// Where the object's bytes are now: its address, or its temp file while the open batch
+    /// has not yet renamed it (so a batch can read what it wrote).
+    func location(of digest: BlobDigest) -> String {
+        let final = path(for: digest)
+        if let batch, let temp = batch.pendingTemp[final] { return temp }
+        return final
+    }
+
     /// The path of an object.
     public func path(for digest: BlobDigest) -> String {
         let hex = digest.hex
@@ -30,7 +45,7 @@ public final class ObjectStore {
 
     /// True when the object is present.
     public func contains(_ digest: BlobDigest) -> Bool {
-        FileSystem.exists(path(for: digest))
+        FileSystem.exists(location(of: digest))
     }
 
     /// Stores `bytes`; returns its digest. An object that already exists is left untouched.
@@ -109,6 +124,7 @@ public final class ObjectStore {
                 // Durable data before the name points at it: the batch syncs the temp files,
                 // then renames, then syncs again (see DurabilityBatch).
                 batch.pendingRenames.append((temp, final))
+                batch.pendingTemp[final] = temp
                 return
             }
             try FileSystem.rename(temp, final)
@@ -122,7 +138,7 @@ public final class ObjectStore {
     /// The whole content of an object (for JSON bodies; blobs are streamed with `open`).
     public func read(_ digest: BlobDigest) throws(StoreError) -> [UInt8] {
         do {
-            return try FileSystem.readFile(path(for: digest))
+            return try FileSystem.readFile(location(of: digest))
         } catch where error.errno == ENOENT {
             throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
         }
@@ -131,7 +147,7 @@ public final class ObjectStore {
     /// Opens an object for streaming.
     public func open(_ digest: BlobDigest) throws(StoreError) -> Int32 {
         do {
-            return try FileSystem.open(path(for: digest), O_RDONLY)
+            return try FileSystem.open(location(of: digest), O_RDONLY)
         } catch where error.errno == ENOENT {
             throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
         }
@@ -244,6 +260,8 @@ public final class PendingObject {
 /// lines refer to them.
 public final class DurabilityBatch {
     var pendingRenames: [(String, String)] = []
+    /// Temp path by final path, for reads of objects written in this batch.
+    var pendingTemp: [String: String] = [:]
     let root: String
 
     init(root: String) { self.root = root }
@@ -256,6 +274,7 @@ public final class DurabilityBatch {
             if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.rename(temp, final) }
         }
         pendingRenames.removeAll()
+        pendingTemp.removeAll()
         try FileSystem.syncFilesystem(containing: root)
     }
 
@@ -263,5 +282,6 @@ public final class DurabilityBatch {
     func abandon() {
         for (temp, _) in pendingRenames { unlink(temp) }
         pendingRenames.removeAll()
+        pendingTemp.removeAll()
     }
 }

@@ -13,6 +13,8 @@ public struct ChangedDocument: Sendable, Equatable {
     public var deleted: Bool
     /// Body size.
     public var size: Int
+    /// Where the revision came from: "local" or the peer id it was received from.
+    public var origin: String
 }
 
 extension FolderStore {
@@ -25,7 +27,7 @@ extension FolderStore {
         for (doc, tree) in index.trees {
             if let docIDs, !docIDs.contains(doc) { continue }
             guard let cur = tree.current, cur.seq > since else { continue }
-            out.append(ChangedDocument(seq: cur.seq, doc: doc, rev: cur.rev, deleted: cur.deleted, size: cur.size))
+            out.append(ChangedDocument(seq: cur.seq, doc: doc, rev: cur.rev, deleted: cur.deleted, size: cur.size, origin: cur.origin))
         }
         out.sort { $0.seq < $1.seq }
         return out.count > limit ? Array(out.prefix(limit)) : out

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryAgent
 import FerryCore
 import FerryStore
 
@@ -80,6 +81,9 @@ struct StatusCommand: ParsableCommand {
         let disk = try store.diskState()
         let live = store.index.liveDocuments.count
         let agent = FolderLock.holder(path: store.layout.lockFile).map { "running (pid \($0))" } ?? "not running"
+        // The running agent's live state (listener, replications), through its control socket.
+        let agentState: JSONValue? = FolderLock.holder(path: store.layout.lockFile) == nil ? nil :
+            ControlSocket.ask("status", path: store.layout.stateDirectory + "/agent.sock").flatMap { try? JSONParser.parse($0) }
         if output.json {
             printJSON([
                 "folder": .string(store.root), "name": .string(store.info.name), "id": .string(store.info.id),
@@ -88,6 +92,8 @@ struct StatusCommand: ParsableCommand {
                 "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
                 "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
                 "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
+                "listener": agentState?["listener"] ?? .null,
+                "replications": agentState?["replications"] ?? .array([]),
             ])
             return
         }
@@ -95,6 +101,19 @@ struct StatusCommand: ParsableCommand {
         print("database:  \(store.info.name) (id \(store.info.id))")
         print("documents: \(live), revisions: \(store.index.revisionCount), last seq: \(store.index.lastSeq)")
         print("agent:     \(agent)")
+        if let listener = agentState?["listener"], case .object = listener {
+            for url in listener["urls"]?.arrayValue ?? [] { print("listening: \(url.stringValue ?? "")") }
+            let c = listener["connections"]
+            print("connections: \(c?["active"]?.intValue ?? 0) active, \(c?["total"]?.intValue ?? 0) total"
+                  + (listener["read_only"]?.boolValue == true ? " (read-only)" : ""))
+        }
+        for r in agentState?["replications"]?.arrayValue ?? [] {
+            var line = "replication: \(r["url"]?.stringValue ?? "") (\(r["direction"]?.stringValue ?? "")) \(r["activity"]?.stringValue ?? "")"
+            line += ", progress \(r["progress"]?["done"]?.intValue ?? 0)/\(r["progress"]?["total"]?.intValue ?? 0)"
+            line += ", sent \(r["revisions_sent"]?.intValue ?? 0), received \(r["revisions_received"]?.intValue ?? 0)"
+            if let e = r["last_error"]?.stringValue { line += ", last error: \(e)" }
+            print(line)
+        }
         if disk.pending.isEmpty { print("pending:   none") }
         for p in disk.pending { print("pending:   \(p.change.rawValue) \(p.doc)") }
         for u in disk.unreadable { print("unreadable: \(u.doc): \(u.reason)") }

@@ -11,11 +11,15 @@ import Glibc
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the agent: watch the folder and record every save as a revision (until SIGINT/SIGTERM).",
-        discussion: "This build runs the watcher only (--no-listen); the listener and --peer replication arrive with the wire protocol.")
+        abstract: "Run the agent: watch the folder, serve peers, and replicate continuously with every --peer (until SIGINT/SIGTERM).",
+        discussion: "Prints its listener URL(s) on start. `ferry status` shows its live state.")
 
-    @Flag(help: "Accept no connections: watch and record only.")
-    var noListen = false
+    @OptionGroup(title: "Listener") var listener: ListenerOptions
+
+    @Option(name: .customLong("peer"), help: ArgumentHelp("Replicate continuously, both ways, with this listener (repeatable).", valueName: "url"))
+    var peers: [String] = []
+
+    @OptionGroup(title: "Replication with --peer") var client: ClientOptions
 
     @Option(help: "Milliseconds a file must stay quiet after its writer closed it before it is recorded.")
     var settleMs = 1
@@ -30,12 +34,15 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard noListen else {
-            throw CLIError("the listener is not built yet; run `ferry serve --no-listen` to watch and record", exitCode: 1)
-        }
         var config = AgentConfiguration(root: try folder.resolveRoot())
         config.settle = .milliseconds(settleMs)
         config.openSettle = .milliseconds(openSettleMs)
+        config.listen = try listener.resolve()
+        config.peers = try peers.map { try client.endpoint($0, direction: .both) }
+        config.onReady = { urls in
+            for url in urls { FileHandleOutput.stdout(Array("listening on \(url)\n".utf8)) }
+            if urls.isEmpty { FileHandleOutput.stdout(Array("not listening (--no-listen)\n".utf8)) }
+        }
         var logger = folder.makeLogger(label: "ferry.serve")
         if !folder.verbose && ProcessInfo.processInfo.environment["FERRY_LOG"] == nil { logger.logLevel = .info }
         let agent = Agent(configuration: config, logger: logger)
@@ -47,6 +54,14 @@ struct ServeCommand: AsyncParsableCommand {
             return source
         }
         defer { signals.forEach { $0.cancel() } }
-        try await agent.run()
+        do {
+            try await agent.run()
+        } catch let error as InterfaceError {
+            throw CLIError("--interface: \(error)", exitCode: 2)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw CLIError("\(error)")
+        }
     }
 }

@@ -76,6 +76,11 @@ enum FileHandleOutput {
         _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
     }
 
+    /// Text on stderr as is (a progress line redrawn with `\r`).
+    static func stderrRaw(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    }
+
     /// Raw bytes on stdout.
     static func stdout(_ bytes: [UInt8]) {
         var offset = 0

@@ -1,0 +1,59 @@
+import FerryCore
+import FerryNet
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import Logging
+
+/// One peer to replicate with, as the command line describes it (`--peer URL` with the
+/// client options of SPEC §4).
+public struct PeerEndpoint: Sendable {
+    /// Where the peer listens.
+    public var url: PeerURL
+    /// Push, pull or both.
+    public var direction: ReplicationDirection = .both
+    /// `Authorization` header value for HTTP Basic, if credentials were given.
+    public var authorization: String?
+    /// One-shot give-up count.
+    public var maxAttempts = 10
+    /// Longest wait between attempts.
+    public var maxAttemptWait: Duration = .seconds(300)
+    /// Ping interval; a peer silent for two intervals is taken as gone.
+    public var heartbeat: Duration = .seconds(30)
+    /// Only these documents (nil: all).
+    public var docIDs: [DocumentID]?
+
+    /// A peer at `url`.
+    public init(url: PeerURL) { self.url = url }
+
+    /// A replicator for this peer over the shared folder.
+    public func makeReplicator(shared: SharedStore, continuous: Bool, logger: Logger) -> Replicator {
+        var config = ReplicatorConfiguration(url: url.description, remoteDatabase: url.database)
+        config.direction = direction
+        config.continuous = continuous
+        config.maxAttempts = maxAttempts
+        config.maxAttemptWait = maxAttemptWait
+        config.docIDs = docIDs
+        let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat
+        return Replicator(configuration: config, shared: shared, connect: {
+            let connection = try await Dialer.connect(to: url, authorization: authorization)
+            connection.startHeartbeat(every: heartbeat)
+            return connection
+        }, logger: logger)
+    }
+}
+
+/// How the agent listens (SPEC §4's listener options that this build has).
+public struct ListenOptions: Sendable {
+    /// `--interface`: an IP address or an interface name; nil: every interface.
+    public var interface: String?
+    /// `--port`; 0: any free port.
+    public var port = 0
+    /// `--users`: who may connect (nil: everyone).
+    public var users: UserDirectory?
+    /// `--read-only`: peers may pull, not push.
+    public var readOnly = false
+
+    /// Defaults: every interface, a free port, no authentication, read-write.
+    public init() {}
+}

@@ -1,0 +1,110 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+
+extension PeerSession {
+    /// Opens the session (hello); call after `run()` has started in another task.
+    public func open() async throws {
+        let (stream, continuation) = AsyncStream<Bool>.makeStream()
+        openedWaiter = continuation
+        guard let hello = machine.start() else { throw ReplicationError("only the active side opens", kind: .permanent) }
+        try await transport.send(text: FrameCodec.encode(hello))
+        for await _ in stream { return }
+        // This side closed it: the peer refused hello (404: no such database) or spoke a
+        // version this side does not; retrying cannot help. Otherwise the connection dropped.
+        if let localCloseReason { throw ReplicationError(localCloseReason, kind: .permanent) }
+        throw ReplicationError("\(endReason) during hello")
+    }
+
+    /// Replicates in `direction`: once (returns when both ways have caught up) or
+    /// continuously (returns only when the connection closes, by throwing).
+    public func replicate(_ direction: ReplicationDirection, continuous: Bool, docIDs: [DocumentID]? = nil) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if direction.pulls { group.addTask { try await self.pull(continuous: continuous, docIDs: docIDs) } }
+            if direction.pushes { group.addTask { try await self.push(continuous: continuous, docIDs: docIDs) } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Pulls everything the peer has that this folder lacks, once; keeps checkpoints on both
+    /// sides so that the next pull starts where this one ended. Returns what it did.
+    public func pullOnce() async throws -> ReplicationStats {
+        try await pull(continuous: false, docIDs: nil)
+        return stats
+    }
+
+    /// Pushes everything this folder has that the peer lacks, once, resuming from the push
+    /// checkpoint kept on both sides. A read-only peer refuses with a permanent error.
+    public func pushOnce() async throws -> ReplicationStats {
+        try await push(continuous: false, docIDs: nil)
+        return stats
+    }
+
+    /// The pull: `subChanges` from the checkpoint, then the peer's `changes` and `rev`s are
+    /// served by the loop; each "caught up" saves the checkpoint (at most once a second while
+    /// continuous, and always at the end of a one-shot pull).
+    func pull(continuous: Bool, docIDs: [DocumentID]?) async throws {
+        let client = "pull:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        var (peerRev, saved) = try await readCheckpoint(client)
+        let (caughtUp, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        caughtUpWaiter = continuation
+        highestSequenceAnnounced = saved.remote
+        let answer = try await request(.subChanges(since: saved.remote, continuous: continuous, docIDs: docIDs))
+        if case let .error(status, message) = answer {
+            throw ReplicationError("the peer refused subChanges (\(status)): \(message)", kind: .permanent)
+        }
+        var lastSave = ContinuousClock.now - .seconds(10)
+        for await reached in caughtUp {
+            if reached > saved.remote && (!continuous || ContinuousClock.now - lastSave >= .seconds(1)) {
+                saved.remote = reached
+                peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
+                lastSave = .now
+            }
+            if !continuous { return }
+        }
+        throw ReplicationError(endReason)
+    }
+
+    /// The push: `changes` from the push checkpoint, and the `rev`s the peer wants.
+    func push(continuous: Bool, docIDs: [DocumentID]?) async throws {
+        let client = "push:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        var (peerRev, saved) = try await readCheckpoint(client)
+        var lastSave = ContinuousClock.now - .seconds(10)
+        try await streamChanges(since: saved.local, continuous: continuous, docIDs: docIDs.map(Set.init)) { reached in
+            guard reached > saved.local, !continuous || ContinuousClock.now - lastSave >= .seconds(1) else { return }
+            saved.local = reached
+            peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
+            lastSave = .now
+        }
+    }
+
+    /// A filtered replication keeps its own checkpoints: a short digest of its document list.
+    static func filterKey(_ docIDs: [DocumentID]) -> String {
+        String(BlobDigest.of(Array(docIDs.map(\.rawValue).sorted().joined(separator: "\n").utf8)).hex.prefix(16))
+    }
+
+    /// The checkpoint of `client` as both sides agree: the lower of the peer's copy and this
+    /// folder's (zero when either has none), and the peer copy's revision for the next save.
+    func readCheckpoint(_ client: String) async throws -> (peerRev: String?, checkpoint: Checkpoint) {
+        guard case let .checkpoint(rev, theirs) = try await request(.getCheckpoint(client: client)) else {
+            return (nil, Checkpoint(local: 0, remote: 0))
+        }
+        let ours = CheckpointStore(layout: shared.layout).get(client)
+        return (rev, Checkpoint(local: min(theirs.local, ours?.local ?? 0), remote: min(theirs.remote, ours?.remote ?? 0)))
+    }
+
+    /// Saves `checkpoint` for `client` on the peer and in this folder; returns the peer copy's
+    /// new revision (its old one if the peer refused, e.g. after a concurrent save).
+    func saveCheckpoint(_ client: String, peerRev: String?, _ checkpoint: Checkpoint) async throws -> String? {
+        var rev = peerRev
+        switch try await request(.setCheckpoint(client: client, rev: peerRev, checkpoint: checkpoint)) {
+        case .checkpointSaved(let saved): rev = saved
+        default:
+            // Out of step with the peer's copy: read its revision so the next save succeeds.
+            if case let .checkpoint(current, _) = try await request(.getCheckpoint(client: client)) { rev = current }
+        }
+        let local = CheckpointStore(layout: shared.layout)
+        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: checkpoint.local, remote: checkpoint.remote)
+        return rev
+    }
+}

@@ -1,0 +1,365 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PeerSession {
+    /// Most entries per `changes` message this side sends.
+    static let changesBatchSize = 200
+    /// Largest range asked per `getAttachment`: the bytes in flight, and so memory, stay
+    /// bounded however large the blob.
+    static let blobWindow = 8 << 20
+    /// Size of each binary frame of a blob.
+    static let blobChunkSize = 256 << 10
+
+    // MARK: Serving the peer's requests
+
+    func serve(number: Int, noReply: Bool, _ request: Request) async {
+        switch request {
+        case .getCheckpoint(let client):
+            if let c = CheckpointStore(layout: shared.layout).get(client) {
+                await respond(number, .checkpoint(rev: String(c.rev), checkpoint: Checkpoint(local: c.local, remote: c.remote)))
+            } else {
+                await respond(number, .error(status: 404, message: "no checkpoint \(client)"))
+            }
+        case let .setCheckpoint(client, rev, checkpoint):
+            do {
+                let saved = try CheckpointStore(layout: shared.layout).set(client, expectedRev: rev.flatMap { Int($0) },
+                                                                           local: checkpoint.local, remote: checkpoint.remote)
+                await respond(number, .checkpointSaved(rev: String(saved.rev)))
+            } catch {
+                await respond(number, .error(status: 409, message: "\(error)"))
+            }
+        case let .subChanges(since, continuous, docIDs):
+            await respond(number, .ok)
+            do {
+                try await streamChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init)) { _ in }
+            } catch {
+                if !closed { logger.warning("sending changes stopped", metadata: ["error": "\(error)"]) }
+            }
+        case .changes(let entries):
+            await answerChanges(number: number, noReply: noReply, entries)
+        case .proposeChanges(let entries):
+            await answerProposal(number: number, entries)
+        case let .rev(doc, rev, history, _, body):
+            if readOnly {
+                if !noReply { await respond(number, .error(status: 403, message: Self.readOnlyMessage)) }
+                return
+            }
+            let result = await receive(doc: doc, rev: rev, history: history, body: body)
+            switch result {
+            case .success:
+                update { $0.revisionsReceived += 1 }
+                if !noReply { await respond(number, .ok) }
+            case .failure(let error):
+                update { $0.revisionsFailed += 1 }
+                logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
+                if !noReply { await respond(number, .error(status: error.status, message: "\(error.message)")) }
+            }
+        case let .getAttachment(digest, offset, length):
+            await sendBlob(digest, offset: offset, length: length, number: number)
+        case .norev(let doc, let rev, _, let status, let reason):
+            update { $0.revisionsFailed += 1 }
+            logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
+        case .hello:
+            break  // the state machine handles hello
+        }
+    }
+
+    static let readOnlyMessage = "this listener is read-only: peers may pull, not push"
+
+    /// Answers the peer's `changes`: an empty list means it has caught up; otherwise, per
+    /// entry, not wanted (already here) or wanted with the leaves known here.
+    func answerChanges(number: Int, noReply: Bool, _ entries: [ChangeEntry]) async {
+        if readOnly {
+            if !noReply { await respond(number, .error(status: 403, message: Self.readOnlyMessage)) }
+            return
+        }
+        guard !entries.isEmpty else {
+            if !noReply { await respond(number, .changes([], maxHistory: nil)) }
+            update { $0.pullCaughtUp = true }
+            caughtUpWaiter?.yield(highestSequenceAnnounced)
+            return
+        }
+        let asked = entries.map { ($0.doc, $0.rev) }
+        let answers: [ChangeAnswer] = await shared.perform { store in
+            asked.map { doc, rev in store.knownAncestors(of: rev, doc: doc).map { .wanted(knownAncestors: $0) } ?? .notWanted }
+        }
+        highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
+        let wanted = answers.filter { $0 != .notWanted }.count
+        update {
+            $0.revisionsWanted += wanted
+            if wanted > 0 { $0.pullCaughtUp = false }
+        }
+        if !noReply { await respond(number, .changes(answers, maxHistory: nil)) }
+    }
+
+    /// Answers `proposeChanges` the way Couchbase Lite does: send (0), already here (304), or
+    /// conflict (409: the proposer's parent is not this side's current revision).
+    func answerProposal(number: Int, _ entries: [ProposedChange]) async {
+        if readOnly {
+            await respond(number, .error(status: 403, message: Self.readOnlyMessage))
+            return
+        }
+        let proposed = entries.map { ($0.doc, $0.rev, $0.parent) }
+        let answers: [ProposeAnswer] = await shared.perform { store in
+            proposed.map { doc, rev, parent in
+                guard let tree = store.index[doc] else { return parent == nil ? .send : .conflict }
+                if let node = tree.nodes[rev], node.seq != 0 { return .alreadyHave }
+                let current = tree.current
+                if current?.rev == parent || (current?.deleted == true && parent == nil) { return .send }
+                return .conflict
+            }
+        }
+        update { $0.revisionsWanted += answers.filter { $0 == .send }.count }
+        await respond(number, .proposeChanges(answers))
+    }
+
+    // MARK: Sending changes (the passive side's answer to subChanges, and the active push)
+
+    /// Announces every current revision after `since` in batches, sends the ones the peer
+    /// wants (pipelined: a batch's revisions go out together and their answers are awaited
+    /// together), then says "caught up" (an empty `changes`). Continuous: then waits for the
+    /// log to grow and goes on, until the connection closes or the task is cancelled.
+    /// `caughtUp` gets the sequence everything up to which the peer now has.
+    /// Revisions that came from the peer itself are not announced back (echo cancellation).
+    func streamChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?,
+                       caughtUp: (Int) async throws -> Void) async throws {
+        var cursor = since
+        let updates = continuous ? await shared.sequenceUpdates() : nil
+        var waiter = updates?.makeAsyncIterator()
+        while !closed {
+            let from = cursor
+            let (pending, scannedThrough) = await shared.perform { store in
+                (store.changes(since: from, docIDs: docIDs), store.index.lastSeq)
+            }
+            let peer = machine.remotePeer
+            var start = 0
+            while start < pending.count {
+                let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
+                start += batch.count
+                let toAnnounce = batch.filter { $0.origin != peer }
+                if !toAnnounce.isEmpty {
+                    update { $0.pushCaughtUp = false }
+                    try await announceAndSend(Array(toAnnounce))
+                }
+            }
+            cursor = max(cursor, scannedThrough)
+            try await notify(.changes([]))
+            update { $0.pushCaughtUp = true }
+            try await caughtUp(cursor)
+            guard continuous else { return }
+            // Wait for the log to grow past what was scanned.
+            while true {
+                guard let last = await waiter?.next() else { return }
+                if last > cursor { break }
+            }
+        }
+        throw ReplicationError(endReason)
+    }
+
+    /// One `changes` message and the `rev`s the peer asks for.
+    func announceAndSend(_ batch: [ChangedDocument]) async throws {
+        let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
+        let answer = try await request(.changes(entries))
+        if case let .error(status, message) = answer {
+            throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)
+        }
+        guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
+            throw ReplicationError("the peer answered changes with something else", kind: .permanent)
+        }
+        var wanted: [(ChangedDocument, [RevisionID])] = []
+        for (i, change) in batch.enumerated() where i < answers.count {
+            if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
+        }
+        guard !wanted.isEmpty else { return }
+        update { $0.revisionsWanted += wanted.count }
+        let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }
+        let revs: [Request?] = await shared.perform { store in
+            asked.map { doc, rev, known -> Request? in
+                guard let node = store.index[doc]?.nodes[rev] else { return nil }
+                let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
+                let body: RevisionBody
+                if node.deleted {
+                    body = .deleted
+                } else if doc.kind == .json {
+                    guard let value = try? store.jsonBody(of: node, doc: doc) else { return nil }
+                    body = .json(value)
+                } else {
+                    guard let object = node.object else { return nil }
+                    body = .blob(BlobReference(digest: object, length: node.size, contentType: nil))
+                }
+                return .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body)
+            }
+        }
+        var waiting: [(DocumentID, AsyncStream<Response>)] = []
+        for (i, rev) in revs.enumerated() {
+            guard let rev else {
+                // Compacted or damaged since it was announced: say so instead of stalling.
+                let (doc, r, _) = asked[i]
+                try await notify(.norev(doc: doc, rev: r, sequence: wanted[i].0.seq, status: 410, reason: "body no longer available"))
+                update { $0.revisionsFailed += 1 }
+                continue
+            }
+            waiting.append((asked[i].0, try await send(rev).response))
+        }
+        var transientFailure: String?
+        for (doc, stream) in waiting {
+            let response = try await response(stream, to: "rev")
+            if case let .error(status, message) = response {
+                update { $0.revisionsFailed += 1 }
+                logger.warning("peer refused a revision", metadata: ["doc": "\(doc)", "status": "\(status)", "error": "\(message)"])
+                if status == 403 { throw ReplicationError("the peer refused the push (403): \(message)", kind: .permanent) }
+                if status >= 500 { transientFailure = "the peer could not store \(doc) (\(status)): \(message)" }
+            } else {
+                update { $0.revisionsSent += 1 }
+            }
+        }
+        // A peer that could not store a revision (a full disk) gets it again on the next
+        // attempt: the checkpoint must not move past it.
+        if let transientFailure { throw ReplicationError(transientFailure) }
+    }
+
+    // MARK: Blobs
+
+    /// Streams `length` bytes (nil: to the end) of an object from `offset` to the peer, as
+    /// chunks of the `getAttachment` request `number`.
+    func sendBlob(_ digest: BlobDigest, offset: Int, length: Int?, number: Int) async {
+        guard let fd = try? objects.open(digest) else {
+            await respond(number, .error(status: 404, message: "no blob \(digest)"))
+            return
+        }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        fstat(fd, &st)
+        let size = Int(st.st_size)
+        let start = min(offset, size)
+        var remaining = min(size - start, length ?? Int.max)
+        var position = off_t(start)
+        await respond(number, .attachment(length: remaining))
+        var buffer = [UInt8](repeating: 0, count: Self.blobChunkSize)
+        // Objects are immutable, so the size says which chunk is the last (an empty range is
+        // one empty last chunk).
+        repeat {
+            let want = min(buffer.count, remaining)
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, position) }
+            guard n >= 0, n > 0 || want == 0 else {
+                await transport.close(code: 1011, reason: "cannot read blob \(digest)")
+                return
+            }
+            position += off_t(n)
+            remaining -= n
+            let chunk = BlobChunk(requestNumber: UInt32(number), isLast: remaining == 0, bytes: Array(buffer[0..<n]))
+            do { try await transport.send(binary: chunk.encoded()) } catch { return }
+        } while remaining > 0
+    }
+
+    /// Fetches a blob a window at a time, verifying its digest as the bytes arrive.
+    func fetchBlob(_ digest: BlobDigest) async throws {
+        let writer = try objects.beginWrite(expected: digest)
+        var complete = false
+        defer { if !complete { writer.abandon() } }
+        while true {
+            let (responseStream, chunkStream) = try await send(.getAttachment(digest: digest, offset: writer.count, length: Self.blobWindow))
+            let answer = try await response(responseStream, to: "getAttachment")
+            guard case .attachment(let length) = answer, let chunks = chunkStream else {
+                throw ReplicationError("the peer has no blob \(digest)")
+            }
+            guard length <= Self.blobWindow else { throw ReplicationError("the peer sent more of \(digest) than asked", kind: .permanent) }
+            var received = 0
+            var last = false
+            for await chunk in chunks {
+                received += chunk.bytes.count
+                guard received <= length else { throw ReplicationError("the peer sent more of \(digest) than it announced", kind: .permanent) }
+                try writer.append(chunk.bytes)
+                if chunk.isLast { last = true; break }
+            }
+            guard last, received == length else { throw ReplicationError("\(endReason) while receiving \(digest)") }
+            if length < Self.blobWindow { break }
+        }
+        try writer.finish()
+        complete = true
+        update { $0.blobsReceived += 1 }
+    }
+
+    // MARK: Receiving revisions
+
+    /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
+    /// the revision with its body, through the drain task's next group.
+    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody) async -> Result<[LogEntry], ReceiveFailure> {
+        var object: BlobDigest?
+        var size = 0
+        var jsonBody: [UInt8]?
+        do {
+            switch body {
+            case .deleted:
+                break
+            case .json(let value):
+                for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+                let bytes = value.canonicalBytes
+                jsonBody = bytes
+                size = bytes.count
+            case .blob(let ref):
+                if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+                object = ref.digest
+                size = ref.length
+            }
+        } catch let error as StoreError {
+            return .failure(ReceiveFailure(error))
+        } catch {
+            return .failure(ReceiveFailure(status: 502, message: "\(error)"))
+        }
+        var isDeletion = false
+        if case .deleted = body { isDeletion = true }
+        let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
+                                        size: size, origin: machine.remotePeer ?? "peer")
+        let remote = RemoteRevision(incoming: incoming, jsonBody: jsonBody)
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
+            // The drain task has ended with the connection: nothing would ever resume this.
+            guard !closed else {
+                done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
+                return
+            }
+            inbox.append(ReceivedRevision(revision: remote, done: done))
+            inboxSignal?.yield()
+        }
+        return result.mapError { ReceiveFailure($0) }
+    }
+
+    /// Applies what the inbox holds, a group at a time, until the connection closes.
+    func drainInbox(_ signal: AsyncStream<Void>) async {
+        for await _ in signal {
+            await drainOnce()
+        }
+        await drainOnce()
+    }
+
+    private func drainOnce() async {
+        while !inbox.isEmpty {
+            let group = inbox
+            inbox.removeAll()
+            let results = await shared.applyRemote(group.map(\.revision))
+            for (item, result) in zip(group, results) { item.done.resume(returning: result) }
+        }
+    }
+}
+
+/// Why a received revision was not stored, with the status answered to the peer.
+struct ReceiveFailure: Error {
+    let status: Int
+    let message: String
+
+    init(status: Int, message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// Invalid input is the peer's fault (400); anything else is this side's (503: retry).
+    init(_ error: StoreError) {
+        self.status = error.code == .invalidInput || error.code == .corrupt ? 400 : 503
+        self.message = error.message
+    }
+}

@@ -1,0 +1,135 @@
+import ArgumentParser
+import Dispatch
+import FerryAgent
+import FerryCore
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ferry sync URL`: one replication with one listener.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Replicate with one listener: once (exit 0 when both sides are up to date) or --continuous.",
+        discussion: """
+            Records the folder's unrecorded changes first. Shows a progress bar on a terminal, plain lines otherwise. \
+            Exit codes: 0 up to date, 1 failure, 3 authentication refused, 4 folder locked (an agent runs there: give it --peer).
+            """)
+
+    @Argument(help: ArgumentHelp("The listener, ws://HOST:PORT/DB.", valueName: "url"))
+    var url: String
+
+    @Flag(help: "Which way revisions move (default: both).")
+    var direction: Direction = .both
+
+    @Flag(help: "Keep replicating (and retrying for ever) until interrupted.")
+    var continuous = false
+
+    @OptionGroup(title: "Client") var client: ClientOptions
+
+    @OptionGroup var folder: FolderOptions
+    @OptionGroup var output: OutputOptions
+
+    enum Direction: String, EnumerableFlag {
+        case push, pull, both
+    }
+
+    func run() async throws {
+        let peer = try client.endpoint(url, direction: ReplicationDirection(rawValue: direction.rawValue)!)
+        let root = try folder.resolveRoot()
+        if let pid = FolderLock.holder(path: FolderLayout(root: root).lockFile) {
+            throw StoreError(.locked, "an agent (pid \(pid)) is serving \(root); give it --peer \(url) instead of running sync beside it")
+        }
+        let store = try FolderStore.open(at: root, writable: true, logger: folder.makeLogger())
+        _ = try store.batch { try store.scanAndRecord() }
+        let shared = SharedStore(store)
+        var logger = folder.makeLogger(label: "ferry.sync")
+        logger[metadataKey: "peer"] = "\(peer.url)"
+        let replicator = peer.makeReplicator(shared: shared, continuous: continuous, logger: logger)
+        let progress = ProgressReporter(replicator: replicator, url: peer.url.description, json: output.json)
+
+        let work = Task { try await replicator.run() }
+        let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { work.cancel() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
+        let display = Task { await progress.show() }
+        let result = await work.result
+        display.cancel()
+        await display.value
+        try await shared.saveStatCache()
+        switch result {
+        case .success(let totals):
+            progress.finish(totals)
+        case .failure(let error):
+            progress.clearLine()
+            let kind = (error as? ClassifiedFailure)?.failureKind ?? .transient
+            throw CLIError("sync with \(peer.url) failed: \(error)", exitCode: kind == .authentication ? 3 : 1)
+        }
+    }
+}
+
+/// Shows a replication's progress: a redrawn bar on a terminal, a line per change of
+/// activity otherwise.
+struct ProgressReporter: Sendable {
+    let replicator: Replicator
+    let url: String
+    let json: Bool
+    let isTerminal = isatty(2) == 1
+
+    func show() async {
+        var lastLine = ""
+        while !Task.isCancelled {
+            let s = replicator.status
+            let line: String
+            switch s.activity {
+            case .offline:
+                line = "offline: \(s.lastError ?? "unreachable"); retrying in \(String(format: "%.1f", s.retryInSeconds ?? 0)) s"
+            case .busy, .idle:
+                let done = s.current.revisionsDone, total = max(s.current.revisionsWanted, done)
+                line = isTerminal ? "\(s.activity.rawValue) \(bar(done, total)) \(done)/\(total) revisions"
+                                  : "\(s.activity.rawValue): \(done)/\(total) revisions"
+            default:
+                line = s.activity.rawValue
+            }
+            if line != lastLine {
+                if isTerminal {
+                    FileHandleOutput.stderrRaw("\r\u{1B}[K" + line)
+                } else if !json {
+                    FileHandleOutput.stderr(line)
+                }
+                lastLine = line
+            }
+            try? await Task.sleep(for: .milliseconds(isTerminal ? 100 : 250))
+        }
+    }
+
+    func bar(_ done: Int, _ total: Int) -> String {
+        let width = 30
+        let filled = total == 0 ? width : min(width, done * width / total)
+        return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
+    }
+
+    func clearLine() {
+        if isTerminal { FileHandleOutput.stderrRaw("\r\u{1B}[K") }
+    }
+
+    func finish(_ totals: ReplicationStats) {
+        clearLine()
+        if json {
+            printJSON(["url": .string(url), "revisions_received": .int(totals.revisionsReceived), "revisions_sent": .int(totals.revisionsSent),
+                       "blobs_received": .int(totals.blobsReceived), "revisions_failed": .int(totals.revisionsFailed)])
+        } else {
+            print("up to date with \(url): received \(totals.revisionsReceived), sent \(totals.revisionsSent) revisions, \(totals.blobsReceived) blobs"
+                  + (totals.revisionsFailed > 0 ? ", \(totals.revisionsFailed) failed" : ""))
+        }
+    }
+}
