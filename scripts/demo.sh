@@ -1,58 +1,82 @@
 #!/usr/bin/env bash
-# Sets everything up, then shows ferry's job as far as it is built today: an inventory
-# folder where every save from any tool becomes one revision within milliseconds, read back
-# with ferry's commands and with plain shell tools. (Replication between two folders comes
-# with the wire protocol; this script will then sync two folders instead.)
+# Sets everything up, then shows ferry's main job on this machine: two folders kept in sync
+# over a WebSocket on 127.0.0.1. Folder "laptop" gets the inventory sample and a listener;
+# folder "desktop" starts empty with a replicator pointed at it. Edits made with sed -i, vim
+# and cp on either side cross over within milliseconds; then both read the same history.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
 bash scripts/setup.sh >/dev/null
 ferry=$PWD/.build/debug/ferry
 work=$(mktemp -d /tmp/ferry-demo-XXXXXX)
-folder=$work/inventory
+laptop=$work/laptop desktop=$work/desktop
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+# Waits (at most 5 s) until a command succeeds, and says how long it took.
+until_true() {
+    local start=$(date +%s%N)
+    for _ in $(seq 500); do
+        if eval "$1" >/dev/null 2>&1; then
+            printf '   arrived after %d ms\n' $(( ($(date +%s%N) - start) / 1000000 ))
+            return 0
+        fi
+        sleep 0.01
+    done
+    echo "   did not arrive within 5 s"; return 1
+}
 
-say "ferry init --sample $folder"
-"$ferry" init --sample "$folder"
-cd "$folder"
-ls -la
+say "ferry init --sample laptop; ferry init desktop   (same database name: inventory)"
+"$ferry" init --sample "$laptop" --name inventory
+"$ferry" init "$desktop" --name inventory
 
-say "ferry serve --no-listen   (the agent: watches the folder, records every save)"
-"$ferry" serve --no-listen > "$work/agent.log" 2>&1 &
-agent=$!
-trap 'kill $agent 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q watching "$work/agent.log" && break; sleep 0.05; done
+say "laptop:  ferry serve --interface 127.0.0.1   (the listener, the passive peer)"
+"$ferry" -C "$laptop" serve --interface 127.0.0.1 > "$work/laptop.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 200); do grep -q watching "$work/laptop.log" && break; sleep 0.05; done
+url=$(sed -n 's/^listening on //p' "$work/laptop.log" | head -n 1)
+echo "   $url"
 
-say "edit with sed -i: Apples 20 -> 25"
-sed -i '0,/"value": 20/s//"value": 25/' samplelist.json
-sleep 0.2
-say "edit with vim: rename the list"
-vim -u NONE -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq samplelist.json
-sleep 0.2
-say "a new document, written half-way (invalid JSON), then completed"
-printf '{"type": ' > notes.json
-sleep 0.2
-"$ferry" status | grep -E 'unreadable|pending' || true
-printf '{"type": "note", "text": "buy more apples"}\n' > notes.json
-sleep 0.2
+say "desktop: ferry serve --no-listen --peer $url   (the replicator, the active peer)"
+"$ferry" -C "$desktop" serve --no-listen --peer "$url" > "$work/desktop.log" 2>&1 &
+pids+=($!)
+until_true "test -f '$desktop/samplelist.json'"
+"$ferry" -C "$desktop" show samplelist.json | jq -c '.items[0]'
 
-say "what the agent logged"
-cat "$work/agent.log"
+say "laptop: sed -i changes Apples 20 -> 25"
+sed -i '0,/"value": 20/s//"value": 25/' "$laptop/samplelist.json"
+until_true "jq -e '.items[0].value == 25' '$desktop/samplelist.json'"
 
-say "ferry log   (newest first: seq, time, rev, doc, what, origin)"
-"$ferry" log
+say "desktop: vim renames the list"
+vim -u NONE -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq "$desktop/samplelist.json"
+until_true "grep -q 'Kitchen inventory' '$laptop/samplelist.json'"
 
-say "the log is JSON Lines:  jq -c '{seq, doc, rev, parent}' .ferry/revs.log"
-jq -c '{seq, doc, rev, parent}' .ferry/revs.log
+say "desktop: cp a new document in; laptop: rm it again"
+printf '{"type": "note", "text": "buy more apples"}\n' > "$work/note.json"
+cp "$work/note.json" "$desktop/notes.json"
+until_true "test -f '$laptop/notes.json'"
+rm "$laptop/notes.json"
+until_true "! test -e '$desktop/notes.json'"
 
-say "ferry show samplelist.json | jq '.items[0]'   (each item carries an image blob)"
-"$ferry" show samplelist.json | jq '.items[0]'
-digest=$("$ferry" show samplelist.json | jq -r '.items[0].image.digest' | sed 's/sha256-//')
-say "the image is an object whose sha256sum is its own name"
-sha256sum ".ferry/objects/${digest:0:2}/${digest:2}"
+say "desktop: ferry status   (asks the running agent)"
+"$ferry" -C "$desktop" status
 
-kill $agent; wait $agent 2>/dev/null || true
+say "laptop: ferry log   (newest first: seq, time, rev, doc, what, origin)"
+"$ferry" -C "$laptop" log
+
+say "the log is JSON Lines:  jq -c '{seq, doc, rev, origin}' desktop/.ferry/revs.log"
+jq -c '{seq, doc, rev, origin}' "$desktop/.ferry/revs.log"
+
+say "both folders hold the same list:  diff <(jq -S . laptop/samplelist.json) <(jq -S . desktop/samplelist.json)"
+diff <(jq -S . "$laptop/samplelist.json") <(jq -S . "$desktop/samplelist.json") && echo "   identical"
+
+say "every item's image is an object on both sides; its sha256sum is its own name"
+digest=$("$ferry" -C "$desktop" show samplelist.json | jq -r '.items[0].image.digest' | sed 's/sha256-//')
+sha256sum "$desktop/.ferry/objects/${digest:0:2}/${digest:2}"
+
+kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
 trap - EXIT
-say "ferry verify"
-"$ferry" verify
-printf '\nThe folder is kept at %s\n' "$folder"
+say "ferry verify, on both sides"
+"$ferry" -C "$laptop" verify
+"$ferry" -C "$desktop" verify
+printf '\nThe folders are kept at %s\n' "$work"

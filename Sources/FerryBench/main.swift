@@ -25,6 +25,7 @@ func measure(_ program: String, _ args: [String]) throws -> ChildRun {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
     let argv = ([program] + args).map { strdup($0) } + [nil]
     defer { for p in argv { free(p) } }
     var pid: pid_t = 0
@@ -126,21 +127,43 @@ final class AgentChild {
     let process = Process()
     let pipe = Pipe()
     var buffer = Data()
+    /// The line the last `waitFor` matched.
+    var lastLine = Data()
 
-    init(folder: String) throws {
+    init(folder: String, arguments: [String] = ["--no-listen"]) throws {
         process.executableURL = URL(fileURLWithPath: ferry)
-        process.arguments = ["serve", "--no-listen", "-C", folder]
+        process.arguments = ["serve", "-C", folder] + arguments
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
         try process.run()
+    }
+
+    /// Starts a listener on 127.0.0.1 and returns it with its URL (from its "listening" log line).
+    static func listener(_ folder: String) throws -> (AgentChild, String) {
+        let child = try AgentChild(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "0"])
+        _ = child.waitFor("urls=")
+        let line = String(decoding: child.lastLine, as: UTF8.self)
+        guard let start = line.range(of: "ws://") else { throw CocoaError(.fileReadUnknown) }
+        let url = line[start.lowerBound...].prefix { !$0.isWhitespace }
+        _ = child.waitFor("watching")
+        return (child, String(url))
+    }
+
+    /// Peak RSS so far (VmHWM), in KiB.
+    var peakRSSKiB: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
 
     /// Blocks until a line containing `text` arrives; returns when it did.
     func waitFor(_ text: String) -> UInt64? {
         let needle = Data(text.utf8)
         while true {
-            if let r = buffer.range(of: needle) {
-                if let nl = buffer[r.upperBound...].firstIndex(of: 0x0A) { buffer.removeSubrange(..<(nl + 1)) } else { buffer.removeAll() }
+            if let r = buffer.range(of: needle), let nl = buffer[r.upperBound...].firstIndex(of: 0x0A) {
+                let lineStart = buffer[..<r.lowerBound].lastIndex(of: 0x0A).map { $0 + 1 } ?? buffer.startIndex
+                lastLine = buffer[lineStart..<nl]
+                buffer.removeSubrange(..<(nl + 1))
                 return DispatchTime.now().uptimeNanoseconds
             }
             let chunk = pipe.fileHandleForReading.availableData
@@ -198,4 +221,87 @@ if startupFiles > 0 {
     }
     print(String(format: "startup of a %d-file folder, nothing changed: %.2f s (best of %d; goal < 1 s; its init took %.1f s)",
                  startupFiles, starts.min() ?? -1, starts.count, initStartup.seconds))
+}
+
+// 5. Replication over ws:// on 127.0.0.1, with fsync on both sides.
+/// Blocks until `name` is renamed into `directory` (how ferry writes a replicated file) or
+/// `timeoutMs` passes; returns when.
+final class RenameWatch {
+    let fd: Int32
+    init(_ directory: String) {
+        fd = inotify_init1(Int32(IN_CLOEXEC))
+        inotify_add_watch(fd, directory, UInt32(IN_MOVED_TO))
+    }
+    func wait(for name: String, timeoutMs: Int32 = 5_000) -> UInt64? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, timeoutMs) == 1 else { return nil }
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { return nil }
+            let now = DispatchTime.now().uptimeNanoseconds
+            var offset = 0
+            while offset + 16 <= n {
+                let length = Int(buffer[offset + 12]) | Int(buffer[offset + 13]) << 8 | Int(buffer[offset + 14]) << 16 | Int(buffer[offset + 15]) << 24
+                let nameBytes = buffer[(offset + 16)..<(offset + 16 + length)].prefix { $0 != 0 }
+                if String(decoding: nameBytes, as: UTF8.self) == name { return now }
+                offset += 16 + length
+            }
+        }
+    }
+    deinit { close(fd) }
+}
+
+do {
+    // 5a. Edit-to-remote latency: a listener and a continuous replicator; from the rename of
+    // an edited file in one folder to the rename of the replicated file in the other.
+    let left = work + "/repl-left", right = work + "/repl-right"
+    _ = try measure(ferry, ["init", "--sample", left, "--name", "bench"])
+    _ = try measure(ferry, ["init", right, "--name", "bench"])
+    let (listener, url) = try AgentChild.listener(left)
+    let replicator = try AgentChild(folder: right, arguments: ["--no-listen", "--peer", url])
+    let watch = RenameWatch(right)
+    _ = replicator.waitFor("connected")
+    var remote: [Double] = []
+    for i in 0..<editCount {
+        let text = "{\"edit\": \(i), \"items\": [\"a\", \"b\"]}\n"
+        let temp = left + "/.bench.tmp"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: temp))
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        rename(temp, left + "/edited.json")
+        guard let t1 = watch.wait(for: "edited.json") else { print("edit \(i) did not arrive"); break }
+        remote.append(Double(t1 - t0) / 1e6)
+        usleep(5_000)
+    }
+    print(String(format: "edit -> file on the other side over ws://, %d edits: p50 %.2f ms, p99 %.2f ms   (goal p50 <= 15 ms)   peak RSS %@ / %@",
+                 remote.count, percentile(remote, 0.5), percentile(remote, 0.99), mib(listener.peakRSSKiB), mib(replicator.peakRSSKiB)))
+    replicator.stop()
+    listener.stop()
+}
+
+do {
+    // 5b. Initial sync of the N × 1 KiB documents of step 1 into an empty folder.
+    let (listener, url) = try AgentChild.listener(source)
+    let target = work + "/repl-10k"
+    _ = try measure(ferry, ["init", target])
+    let run = try measure(ferry, ["sync", url, "--pull", "-C", target])
+    guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
+    print(String(format: "initial sync of %d x 1 KiB documents over ws://: %.2f s   (goal <= 3 s)   peak RSS listener %@, replicator %@",
+                 fileCount, run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB)))
+    listener.stop()
+}
+
+do {
+    // 5c. One 200 MiB file.
+    let bigSource = work + "/repl-big", bigTarget = work + "/repl-big-copy"
+    try FileManager.default.createDirectory(atPath: bigSource, withIntermediateDirectories: true)
+    _ = try measure("/bin/sh", ["-c", "head -c 209715200 /dev/urandom > \(bigSource)/big.bin"])
+    _ = try measure(ferry, ["init", bigSource])
+    _ = try measure(ferry, ["init", bigTarget])
+    let (listener, url) = try AgentChild.listener(bigSource)
+    let run = try measure(ferry, ["sync", url, "--pull", "-C", bigTarget])
+    guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
+    print(String(format: "one 200 MiB file over ws://: %.2f s = %.0f MiB/s   (goal <= 1.5 s)   peak RSS listener %@, replicator %@",
+                 run.seconds, 200 / run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB)))
+    listener.stop()
 }

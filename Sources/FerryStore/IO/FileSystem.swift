@@ -99,6 +99,15 @@ public enum FileSystem {
         if Glibc.rename(from, to) != 0 { throw StoreError.system("cannot rename to", path: to) }
     }
 
+    /// Renames, creating the target's directory first if it is missing (cheaper than making
+    /// sure of the directory before every rename when it almost always exists).
+    public static func renameMakingDirectory(_ from: String, _ to: String) throws(StoreError) {
+        if Glibc.rename(from, to) == 0 { return }
+        guard errno == ENOENT else { throw StoreError.system("cannot rename to", path: to) }
+        try makeDirectories(dirname(of: to))
+        try rename(from, to)
+    }
+
     /// Removes a file; a missing file is not an error.
     public static func unlink(_ path: String) throws(StoreError) {
         if Glibc.unlink(path) != 0 && errno != ENOENT { throw StoreError.system("cannot remove", path: path) }

@@ -119,7 +119,6 @@ public final class ObjectStore {
         let final = path(for: digest)
         let dir = FileSystem.dirname(of: final)
         do {
-            try FileSystem.makeDirectories(dir)
             if let batch {
                 // Durable data before the name points at it: the batch syncs the temp files,
                 // then renames, then syncs again (see DurabilityBatch).
@@ -127,7 +126,7 @@ public final class ObjectStore {
                 batch.pendingTemp[final] = temp
                 return
             }
-            try FileSystem.rename(temp, final)
+            try FileSystem.renameMakingDirectory(temp, final)
             try FileSystem.syncDirectory(dir)
         } catch {
             unlink(temp)
@@ -271,7 +270,7 @@ public final class DurabilityBatch {
         guard !pendingRenames.isEmpty else { return }
         try FileSystem.syncFilesystem(containing: root)
         for (temp, final) in pendingRenames {
-            if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.rename(temp, final) }
+            if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.renameMakingDirectory(temp, final) }
         }
         pendingRenames.removeAll()
         pendingTemp.removeAll()

@@ -87,6 +87,8 @@ struct ProgressReporter: Sendable {
 
     func show() async {
         var lastLine = ""
+        var lastActivity = ReplicationActivity.stopped
+        var lastPrinted = ContinuousClock.now
         while !Task.isCancelled {
             let s = replicator.status
             let line: String
@@ -100,14 +102,16 @@ struct ProgressReporter: Sendable {
             default:
                 line = s.activity.rawValue
             }
-            if line != lastLine {
-                if isTerminal {
-                    FileHandleOutput.stderrRaw("\r\u{1B}[K" + line)
-                } else if !json {
-                    FileHandleOutput.stderr(line)
-                }
-                lastLine = line
+            if isTerminal, line != lastLine {
+                FileHandleOutput.stderrRaw("\r\u{1B}[K" + line)
+            } else if !isTerminal, !json, line != lastLine,
+                      s.activity != lastActivity || ContinuousClock.now - lastPrinted >= .seconds(2) {
+                // Plain lines for logs: on each change of activity, and progress every 2 s.
+                FileHandleOutput.stderr(line)
+                lastPrinted = .now
             }
+            lastLine = line
+            lastActivity = s.activity
             try? await Task.sleep(for: .milliseconds(isTerminal ? 100 : 250))
         }
     }
