@@ -308,6 +308,14 @@ extension PeerSession {
                 size = ref.length
             }
         } catch let error as StoreError {
+            if error.code == .corrupt {
+                // Bytes that do not hash to what the peer announced: nothing was stored, and a
+                // peer that sends them is broken or hostile. Hang up.
+                let reason = "peer protocol error (invalidField): \(error.message)"
+                localCloseReason = reason
+                logger.warning("closing connection", metadata: ["code": "1002", "reason": "\(reason)"])
+                await transport.close(code: 1002, reason: String(reason.prefix(120)))
+            }
             return .failure(ReceiveFailure(error))
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
