@@ -62,6 +62,14 @@ import Testing
         let missing = try FerryProcess.shell("jq -r '.items[].image.digest' b/samplelist.json | sed 's/^sha256-//' | sort -u | while read d; do test -f b/.ferry/objects/${d:0:2}/${d:2} || echo $d; done", in: tmp.path)
         #expect(missing.status == 0 && missing.stdout.isEmpty, "missing blobs: \(missing.stdout)")
         #expect(try FerryProcess.ferry(["verify"], in: b).status == 0)
+        // --doc-id: only the named document comes over.
+        try tmp.write("a/notes.json", #"{"text": "only this"}"#)
+        #expect(eventually { RevisionLogReader.lines(a).count == 2 })
+        let c = tmp.appending("c")
+        try initFolder(c)
+        let filtered = try FerryProcess.ferry(["sync", url, "--pull", "--doc-id", "notes.json"], in: c)
+        #expect(filtered.status == 0, "\(filtered.stderr)")
+        #expect(FolderComparison.files(c) == ["notes.json"])
         listener.stop()
         #expect(try FerryProcess.ferry(["verify"], in: a).status == 0)
     }

@@ -1,0 +1,53 @@
+import FerryProtocol
+import Foundation
+
+/// Two ends of an in-memory connection (LiteCore's loopback WebSocket): what one end sends,
+/// the other receives, in order. Closing either end ends both streams and records the code
+/// and reason on both. Lets a test speak for a peer, frame by frame, without sockets.
+public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
+    /// What the other end sent.
+    public let inbound: AsyncStream<TransportMessage>
+    private let ownSink: AsyncStream<TransportMessage>.Continuation
+    private var peer: LoopbackTransport?
+    private let lock = NSLock()
+    private var reason: String?
+
+    private init() {
+        (inbound, ownSink) = AsyncStream<TransportMessage>.makeStream()
+    }
+
+    /// A connected pair.
+    public static func pair() -> (LoopbackTransport, LoopbackTransport) {
+        let a = LoopbackTransport(), b = LoopbackTransport()
+        a.peer = b
+        b.peer = a
+        return (a, b)
+    }
+
+    private func deliver(_ message: TransportMessage) throws {
+        guard lock.withLock({ reason == nil }) else { throw CocoaError(.fileWriteUnknown) }
+        ownSink.yield(message)
+    }
+
+    /// Sends a text message to the other end.
+    public func send(text: [UInt8]) async throws { try peer?.deliver(.text(text)) }
+
+    /// Sends a binary message to the other end.
+    public func send(binary: [UInt8]) async throws { try peer?.deliver(.binary(binary)) }
+
+    /// Closes both ends with `code` and `reason`.
+    public func close(code: UInt16, reason: String) async {
+        for end in [self, peer].compactMap({ $0 }) { end.ended("\(code): \(reason)") }
+    }
+
+    private func ended(_ why: String) {
+        let first = lock.withLock { () -> Bool in
+            defer { if reason == nil { reason = why } }
+            return reason == nil
+        }
+        if first { ownSink.finish() }
+    }
+
+    /// "code: reason" once closed.
+    public var closeDescription: String? { lock.withLock { reason } }
+}
