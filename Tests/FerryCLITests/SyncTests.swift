@@ -23,6 +23,15 @@ import Testing
 
     func lineCount(_ folder: String) -> Int { RevisionLogReader.lines(folder).count }
 
+    /// Visible `.json` files of `folder` that do not parse (a partial write would show here).
+    func unparseableDocuments(_ folder: String) -> [String] {
+        FolderComparison.files(folder).filter { path in
+            guard path.hasSuffix(".json"), !(path.split(separator: "/").last?.hasPrefix(".") ?? false) else { return false }
+            let bytes = FileManager.default.contents(atPath: folder + "/" + path) ?? Data()
+            return (try? JSONParser.parse(Array(bytes))) == nil
+        }
+    }
+
     func converged(_ a: String, _ b: String, timeout: TimeInterval = 15) -> [String] {
         var diff: [String] = []
         eventually(timeout) {
@@ -331,10 +340,12 @@ import Testing
         var replicator = try peer(b, with: url)
         #expect(eventually(60) { lineCount(b) >= 2_000 })
         replicator.kill9()
+        #expect(unparseableDocuments(b).isEmpty, "a half-written document is visible after kill -9")
         var partial = FolderComparison.partialFiles(b)
         replicator = try peer(b, with: url)
         #expect(eventually(60) { lineCount(b) >= 5_000 })
         listener.kill9()
+        #expect(unparseableDocuments(b).isEmpty, "a half-written document is visible after the sender's kill -9")
         listener = try serve(a, port: port)
         #expect(eventually(90) { lineCount(b) >= 10_000 })
         #expect(logsSettle([a, b]))
