@@ -178,8 +178,27 @@ public final class Agent: @unchecked Sendable {
         config.port = options.port
         config.passwordCheck = options.users?.passwordCheck
         config.describe = ["readOnly": options.readOnly ? "true" : "false"]
+        let identities = IdentityStore(layout: FolderLayout(root: configuration.root))
+        switch options.tls {
+        case .off:
+            break
+        case .anonymous:
+            config.tls = ListenerTLS(identity: try identities.anonymous(commonName: database), clientRoots: options.clientRoots)
+        case .identity:
+            guard let identity = try identities.load(.identity) else {
+                throw TLSError("--tls identity: this folder has no identity; make one with `ferry identity create --cn NAME` or `ferry identity import FILE.p12`")
+            }
+            config.tls = ListenerTLS(identity: identity, clientRoots: options.clientRoots)
+        }
+        if let tls = config.tls {
+            let summary = tls.identity.summary
+            config.describe["tls"] = "1"
+            config.describe["fingerprint"] = summary.fingerprint
+            logger.notice("TLS identity", metadata: ["subject": "\(summary.subject)", "sha256": "\(summary.fingerprint)"])
+        }
         let listener = try await Listener.start(config, onConnection: accept)
-        let urls = hosts.map { "ws://\($0):\(listener.port)/\(database)" }
+        let scheme = config.tls == nil ? "ws" : "wss"
+        let urls = hosts.map { "\(scheme)://\($0):\(listener.port)/\(database)" }
         logger.notice("listening", metadata: ["urls": "\(urls.joined(separator: " "))"])
         return (listener, urls)
     }

@@ -5,6 +5,16 @@ import FerryReplicator
 import FerryStore
 import Logging
 
+/// The listener's TLS mode (SPEC §5).
+public enum TLSMode: String, Sendable, CaseIterable {
+    /// Plain `ws://`.
+    case off
+    /// A self-signed identity generated on first start and kept in `.ferry/tls/`.
+    case anonymous
+    /// The identity made by `ferry identity create` or `import`.
+    case identity
+}
+
 /// One peer to replicate with, as the command line describes it (`--peer URL` with the
 /// client options of SPEC §4).
 public struct PeerEndpoint: Sendable {
@@ -22,6 +32,8 @@ public struct PeerEndpoint: Sendable {
     public var heartbeat: Duration = .seconds(30)
     /// Only these documents (nil: all).
     public var docIDs: [DocumentID]?
+    /// How a `wss://` peer is trusted and which client certificate to offer (nil: the system's roots).
+    public var tls: ClientTLS?
 
     /// A peer at `url`.
     public init(url: PeerURL) { self.url = url }
@@ -34,9 +46,9 @@ public struct PeerEndpoint: Sendable {
         config.maxAttempts = maxAttempts
         config.maxAttemptWait = maxAttemptWait
         config.docIDs = docIDs
-        let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat
+        let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat, tls = self.tls
         return Replicator(configuration: config, shared: shared, connect: {
-            let connection = try await Dialer.connect(to: url, authorization: authorization)
+            let connection = try await Dialer.connect(to: url, authorization: authorization, tls: tls)
             connection.startHeartbeat(every: heartbeat)
             return connection
         }, logger: logger)
@@ -53,6 +65,10 @@ public struct ListenOptions: Sendable {
     public var users: UserDirectory?
     /// `--read-only`: peers may pull, not push.
     public var readOnly = false
+    /// `--tls`.
+    public var tls: TLSMode = .anonymous
+    /// `--client-ca`: roots client certificates must chain to (nil: none asked for).
+    public var clientRoots: TrustedRoots?
 
     /// Defaults: every interface, a free port, no authentication, read-write.
     public init() {}

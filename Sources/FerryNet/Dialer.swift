@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 
 /// A `ws://HOST:PORT/DB` address.
@@ -44,6 +45,8 @@ public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
         case refused(status: Int)
         /// The server upgraded without selecting `ferry/1`.
         case protocolMismatch
+        /// TLS: the server's certificate is not trusted, or the server refused ours.
+        case untrusted
     }
     /// The kind.
     public let kind: Kind
@@ -55,7 +58,7 @@ public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
         switch kind {
         case .unreachable: return true
         case .refused(let status): return status >= 500 || status == 408 || status == 429
-        case .protocolMismatch: return false
+        case .protocolMismatch, .untrusted: return false
         }
     }
 
@@ -68,6 +71,7 @@ extension DialError: ClassifiedFailure {
     public var failureKind: FailureKind {
         if isTransient { return .transient }
         if case .refused(status: 401) = kind { return .authentication }
+        if kind == .untrusted { return .authentication }
         return .permanent
     }
 }
@@ -75,12 +79,17 @@ extension DialError: ClassifiedFailure {
 /// The active peer's network side: connects to a listener and upgrades to a WebSocket
 /// speaking `ferry/1`, with optional HTTP Basic credentials.
 public enum Dialer {
-    /// Connects to `url`. `authorization` is a full header value (see `BasicCredentials`).
-    public static func connect(to url: PeerURL, authorization: String? = nil, maxMessageBytes: Int = ProtocolLimits().maxTextFrameBytes,
+    /// Connects to `url`. `authorization` is a full header value (see `BasicCredentials`);
+    /// `tls` says how a `wss://` server is trusted (default: the system's roots).
+    public static func connect(to url: PeerURL, authorization: String? = nil, tls: ClientTLS? = nil,
+                               maxMessageBytes: Int = ProtocolLimits().maxTextFrameBytes,
                                connectTimeout: TimeAmount = .seconds(10),
                                group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> PeerConnection {
-        guard url.scheme == "ws" else {
-            throw DialError(kind: .protocolMismatch, message: "\(url): wss:// needs TLS, which this build does not have yet")
+        let tls = url.scheme == "wss" ? (tls ?? ClientTLS(trust: .system)) : nil
+        let presented = PresentedCertificate()
+        let sslContext: NIOSSLContext?
+        do { sslContext = try tls.map { try NIOSSLContext(configuration: $0.configuration()) } } catch {
+            throw DialError(kind: .untrusted, message: "cannot set up TLS for \(url): \(error)")
         }
         let promise = group.next().makePromise(of: PeerConnection.self)
         let bootstrap = ClientBootstrap(group: group)
@@ -103,6 +112,20 @@ public enum Dialer {
                         promise.succeed(PeerConnection(channel: channel, bridge: bridge, inbound: stream))
                     }
                 }
+                do {
+                    if let sslContext, let tls {
+                        // SNI and name checks take a host name; an address is checked against the
+                        // certificate's IP entries instead.
+                        let isAddress = url.host.contains(":") || url.host.allSatisfy { $0.isNumber || $0 == "." }
+                        let hostname = isAddress ? nil : url.host
+                        let handler = try tls.customVerification(recording: presented).map {
+                            try NIOSSLClientHandler(context: sslContext, serverHostname: hostname, customVerificationCallback: $0)
+                        } ?? NIOSSLClientHandler(context: sslContext, serverHostname: hostname)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
                 return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
                     .flatMap { channel.pipeline.addHandler(request) }
             }
@@ -114,7 +137,50 @@ public enum Dialer {
         } catch {
             promise.fail(DialError(kind: .unreachable, message: "cannot connect to \(url): \(error)"))
         }
-        return try await promise.futureResult.get()
+        do {
+            return try await promise.futureResult.get()
+        } catch let error as DialError where error.kind == .untrusted {
+            guard let tls else { throw error }
+            throw await refusal(url: url, tls: tls, presented: presented.value, cause: error)
+        }
+    }
+
+    /// The message of a TLS refusal: what the server presented (fetched again without trusting
+    /// it, if the verifier did not record it) and how to trust it.
+    static func refusal(url: PeerURL, tls: ClientTLS, presented: [UInt8]?, cause: DialError) async -> DialError {
+        if cause.message.contains("refused this client") { return cause }
+        var leaf = presented
+        if leaf == nil { leaf = await presentedCertificate(url) }
+        guard let leaf else {
+            return DialError(kind: .untrusted, message: "TLS with \(url) failed: \(cause.message)")
+        }
+        let summary = CertificateSummary(der: leaf)
+        return DialError(kind: .untrusted, message: """
+            \(url) presented a certificate not trusted by \(tls.trust.modeDescription): subject \(summary.subject), \
+            SHA-256 fingerprint \(summary.fingerprint)\(summary.isSelfSigned ? " (self-signed)" : ""); \(tls.trust.advice(for: summary))
+            """)
+    }
+
+    /// The leaf certificate `url` presents, read by a handshake that trusts nothing (and so
+    /// sends nothing).
+    static func presentedCertificate(_ url: PeerURL) async -> [UInt8]? {
+        let recorder = PresentedCertificate()
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.certificateVerification = .noHostnameVerification
+        guard let context = try? NIOSSLContext(configuration: config) else { return nil }
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.seconds(5))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil) { chain, promise in
+                        recorder.set((try? chain.first?.toDERBytes()) ?? nil)
+                        promise.succeed(NIOSSLVerificationResult.failed)
+                    })
+                }
+            }
+        guard let channel = try? await bootstrap.connect(host: url.host, port: url.port).get() else { return nil }
+        _ = try? await channel.closeFuture.get()
+        return recorder.value
     }
 }
 
@@ -157,7 +223,18 @@ final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        promise.fail(DialError(kind: .unreachable, message: "\(url): \(error)"))
+        let text = "\(error)"
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            promise.fail(DialError(kind: .untrusted, message: text))
+        } else if text.contains("ALERT_CERTIFICATE_REQUIRED") || text.contains("ALERT_UNKNOWN_CA") || text.contains("ALERT_BAD_CERTIFICATE") {
+            // BoringSSL's reason code says it best (e.g. TLSV1_ALERT_CERTIFICATE_REQUIRED).
+            let code = text.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).first { $0.contains("_ALERT_") }
+            promise.fail(DialError(kind: .untrusted, message: "\(url) refused this client's certificate, or its absence (\(code.map(String.init) ?? text)); present one issued by the listener's --client-ca with --client-identity"))
+        } else if error is NIOSSLError || error is BoringSSLError {
+            promise.fail(DialError(kind: .unreachable, message: "TLS with \(url) failed: \(text)"))
+        } else {
+            promise.fail(DialError(kind: .unreachable, message: "\(url): \(text)"))
+        }
         context.close(promise: nil)
     }
 }

@@ -6,6 +6,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 
 /// Checks HTTP Basic credentials from an upgrade request (nil user: none were sent).
@@ -25,6 +26,8 @@ public struct ListenerConfiguration: Sendable {
     public var maxMessageBytes = ProtocolLimits().maxTextFrameBytes
     /// Password check; nil accepts every client.
     public var passwordCheck: PasswordCheck?
+    /// TLS (`wss://`); nil serves plain `ws://`.
+    public var tls: ListenerTLS?
 
     /// A configuration serving `database`.
     public init(database: String) { self.database = database }
@@ -55,6 +58,7 @@ public final class Listener: Sendable {
                              onConnection: @escaping @Sendable (PeerConnection) -> Void) async throws -> Listener {
         let registry = ConnectionRegistry()
         let config = configuration
+        let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0.configuration()) }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -82,6 +86,11 @@ public final class Listener: Sendable {
                         }
                     })
                 let plain = PlainHTTPHandler(configuration: config)
+                if let sslContext {
+                    do { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) } catch {
+                        return channel.eventLoop.makeFailedFuture(error)
+                    }
+                }
                 return channel.pipeline.configureHTTPServerPipeline(
                     withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                         context.pipeline.removeHandler(plain, promise: nil)
@@ -93,7 +102,7 @@ public final class Listener: Sendable {
     }
 
     /// The listener's URL, e.g. `ws://127.0.0.1:4984/inventory`.
-    public var url: String { "ws://\(configuration.host):\(port)/\(configuration.database)" }
+    public var url: String { "\(configuration.tls == nil ? "ws" : "wss")://\(configuration.host):\(port)/\(configuration.database)" }
 
     /// Connections accepted since start, and those open now.
     public var connectionCounts: (total: Int, active: Int) { registry.counts }
@@ -105,6 +114,33 @@ public final class Listener: Sendable {
         let open = registry.all
         for c in open { c.bridge.initiateClose(channel: c.channel, code: 1001, reason: "listener stopped") }
         for c in open { try? await c.channel.closeFuture.get() }
+    }
+}
+
+/// A listener's TLS: its identity and, to require client certificates, the roots they must
+/// chain to (`--client-ca`). TLS 1.2 at least; 1.3 is preferred by both ends.
+public struct ListenerTLS: Sendable {
+    /// What the listener presents.
+    public var identity: TLSIdentity
+    /// Roots a client certificate must chain to; nil: no client certificate is asked for.
+    public var clientRoots: TrustedRoots?
+
+    /// TLS with `identity`, and client certificates checked against `clientRoots` if given.
+    public init(identity: TLSIdentity, clientRoots: TrustedRoots? = nil) {
+        self.identity = identity
+        self.clientRoots = clientRoots
+    }
+
+    func configuration() -> TLSConfiguration {
+        var config = TLSConfiguration.makeServerConfiguration(
+            certificateChain: identity.certificateChain.map { .certificate($0) }, privateKey: .privateKey(identity.privateKey))
+        config.minimumTLSVersion = .tlsv12
+        if let clientRoots {
+            // A client must present a certificate that chains to these roots.
+            config.certificateVerification = .noHostnameVerification
+            config.trustRoots = .certificates(clientRoots.certificates)
+        }
+        return config
     }
 }
 

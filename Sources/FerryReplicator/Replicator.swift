@@ -118,7 +118,7 @@ public final class Replicator: Sendable {
                 set { $0.lastError = message }
                 if giveUp {
                     set { $0.activity = .stopped }
-                    logger.error("replication stopped", metadata: ["peer": "\(configuration.url)", "error": "\(message)"])
+                    logger.notice("replication stopped", metadata: ["peer": "\(configuration.url)", "error": "\(message)"])
                     throw error
                 }
                 let wait = backoff(after: failures)

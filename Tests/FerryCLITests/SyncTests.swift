@@ -8,7 +8,7 @@ import Testing
 @Suite(.serialized) struct SyncTests {
     /// `ferry serve` on 127.0.0.1 with a free port (or `port`), plus `extra` arguments.
     func serve(_ folder: String, port: Int = 0, _ extra: [String] = []) throws -> RunningAgent {
-        try RunningAgent(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "\(port)"] + extra)
+        try RunningAgent(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "\(port)", "--tls", "off"] + extra)
     }
 
     /// `ferry serve` replicating continuously with `url` (and listening too, unless told not to).
@@ -178,7 +178,7 @@ import Testing
         try initFolder(b)
         try initFolder(c)
         let la = try serve(a)
-        let lb = try peer(b, with: try #require(la.url), ["--interface", "127.0.0.1", "--port", "0"])
+        let lb = try peer(b, with: try #require(la.url), ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"])
         let lc = try peer(c, with: try #require(lb.url))
         #expect(converged(a, c).isEmpty)
         try tmp.write("c/from-c.json", #"{"hop": 2}"#)

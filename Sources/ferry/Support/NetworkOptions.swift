@@ -6,6 +6,8 @@ import FerryReplicator
 import FerryStore
 import Foundation
 
+extension TLSMode: ExpressibleByArgument {}
+
 /// The listener options of SPEC §4 that this build has.
 struct ListenerOptions: ParsableArguments {
     @Option(help: "Port to listen on (0 or absent: any free port).")
@@ -14,8 +16,11 @@ struct ListenerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("IP address or interface name to listen on (default: every interface).", valueName: "ip|ifname"))
     var interface: String?
 
-    @Option(help: ArgumentHelp("TLS mode. This build speaks plain ws:// only, so only 'off' is accepted; TLS arrives with the security work.", valueName: "off"))
-    var tls = "off"
+    @Option(help: ArgumentHelp("TLS: off (plain ws://), anonymous (a self-signed identity generated on first start and kept), or identity (the one from `ferry identity create|import`).", valueName: "off|anonymous|identity"))
+    var tls: TLSMode = .anonymous
+
+    @Option(help: ArgumentHelp("Require client certificates issued by these roots (PEM).", valueName: "pem"))
+    var clientCa: String?
 
     @Option(help: ArgumentHelp("Users allowed to connect: a JSON array or JSON Lines of {\"name\", \"password\"} or {\"name\", \"password_hash\"}.", valueName: "file"))
     var users: String?
@@ -28,9 +33,7 @@ struct ListenerOptions: ParsableArguments {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
-        guard tls == "off" else {
-            throw ValidationError("--tls \(tls): this build has no TLS yet; use --tls off (plain ws://)")
-        }
+        if clientCa != nil && tls == .off { throw ValidationError("--client-ca needs TLS (--tls anonymous or identity)") }
     }
 
     /// The agent's listen options; nil with `--no-listen`.
@@ -40,6 +43,10 @@ struct ListenerOptions: ParsableArguments {
         options.port = port
         options.interface = interface
         options.readOnly = readOnly
+        options.tls = tls
+        if let clientCa {
+            do { options.clientRoots = try TrustedRoots(pemFile: absolute(clientCa)) } catch { throw CLIError("--client-ca: \(error)") }
+        }
         if let users {
             let path = absolute(users)
             let bytes: [UInt8]
@@ -70,10 +77,28 @@ struct ClientOptions: ParsableArguments {
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
     var docIDs: [String] = []
 
+    @Option(help: ArgumentHelp("wss://: trust only a server whose certificate is exactly this one (DER or PEM).", valueName: "cert"))
+    var pin: String?
+
+    @Flag(help: "wss://: accept any self-signed server certificate (traffic is still encrypted; the server is not authenticated).")
+    var acceptSelfSigned = false
+
+    @Option(help: ArgumentHelp("wss://: trust servers whose certificates chain to these roots (PEM) instead of the system's.", valueName: "pem"))
+    var caFile: String?
+
+    @Option(help: ArgumentHelp("wss://: present this client certificate (PKCS#12 with its key).", valueName: "p12"))
+    var clientIdentity: String?
+
+    @Option(help: ArgumentHelp("A file whose first line is the --client-identity password (or $FERRY_CLIENT_IDENTITY_PASSWORD).", valueName: "file"))
+    var clientIdentityPasswordFile: String?
+
     func validate() throws {
         guard maxAttempts >= 1 else { throw ValidationError("--max-attempts must be at least 1") }
         guard maxAttemptWait > 0, heartbeat > 0 else { throw ValidationError("--max-attempt-wait and --heartbeat must be positive") }
         if passwordFile != nil && user == nil { throw ValidationError("--password-file needs --user") }
+        if [pin != nil, acceptSelfSigned, caFile != nil].filter({ $0 }).count > 1 {
+            throw ValidationError("choose one of --pin, --accept-self-signed and --ca-file")
+        }
     }
 
     /// The peer at `url` as these options describe it.
@@ -91,6 +116,7 @@ struct ClientOptions: ParsableArguments {
                 do { return try DocumentID(id) } catch { throw CLIError("--doc-id \(id): \(error)", exitCode: 2) }
             }
         }
+        peer.tls = try clientTLS()
         if let user {
             guard passwordFile != nil || ProcessInfo.processInfo.environment["FERRY_PASSWORD"] != nil else {
                 throw CLIError("--user \(user) needs a password: --password-file F or $FERRY_PASSWORD", exitCode: 2)
@@ -98,5 +124,24 @@ struct ClientOptions: ParsableArguments {
             peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: passwordFile))
         }
         return peer
+    }
+
+    /// The trust and client certificate for `wss://` peers.
+    func clientTLS() throws -> ClientTLS {
+        do {
+            var trust = ServerTrust.system
+            if let pin { trust = try ServerTrust.pin(file: absolute(pin)) }
+            if acceptSelfSigned { trust = .anySelfSigned }
+            if let caFile { trust = try ServerTrust.caFile(absolute(caFile)) }
+            var tls = ClientTLS(trust: trust)
+            if let clientIdentity {
+                var password = ProcessInfo.processInfo.environment["FERRY_CLIENT_IDENTITY_PASSWORD"]
+                if let clientIdentityPasswordFile { password = try readPassword(file: clientIdentityPasswordFile) }
+                tls.identity = try TLSIdentity.pkcs12(path: absolute(clientIdentity), password: password)
+            }
+            return tls
+        } catch let error as TLSError {
+            throw CLIError("\(error)", exitCode: 1)
+        }
     }
 }
