@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up, then shows ferry's main job on this machine: two folders kept in sync
-# over a WebSocket on 127.0.0.1. Folder "laptop" gets the inventory sample and a listener;
-# folder "desktop" starts empty with a replicator pointed at it. Edits made with sed -i, vim
-# and cp on either side cross over within milliseconds; then both read the same history.
+# over a WebSocket with TLS on 127.0.0.1. Folder "laptop" gets the inventory sample and a
+# listener; folder "desktop" starts empty with a replicator pointed at it, pinning the
+# listener's certificate. Edits made with sed -i, vim and cp on either side cross over within
+# milliseconds; then both read the same history.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
@@ -30,15 +31,18 @@ say "ferry init --sample laptop; ferry init desktop   (same database name: inven
 "$ferry" init --sample "$laptop" --name inventory
 "$ferry" init "$desktop" --name inventory
 
-say "laptop:  ferry serve --interface 127.0.0.1   (the listener, the passive peer)"
+say "laptop:  ferry serve --interface 127.0.0.1   (the listener, the passive peer; TLS by default)"
 "$ferry" -C "$laptop" serve --interface 127.0.0.1 > "$work/laptop.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 200); do grep -q watching "$work/laptop.log" && break; sleep 0.05; done
 url=$(sed -n 's/^listening on //p' "$work/laptop.log" | head -n 1)
 echo "   $url"
+say "laptop:  ferry identity show   (the self-signed identity it generated on first start)"
+"$ferry" -C "$laptop" identity show
+cert=$laptop/.ferry/tls/anonymous.pem
 
-say "desktop: ferry serve --no-listen --peer $url   (the replicator, the active peer)"
-"$ferry" -C "$desktop" serve --no-listen --peer "$url" > "$work/desktop.log" 2>&1 &
+say "desktop: ferry serve --no-listen --peer $url --pin laptop's certificate   (the replicator, the active peer)"
+"$ferry" -C "$desktop" serve --no-listen --peer "$url" --pin "$cert" > "$work/desktop.log" 2>&1 &
 pids+=($!)
 until_true "test -f '$desktop/samplelist.json'"
 "$ferry" -C "$desktop" show samplelist.json | jq -c '.items[0]'

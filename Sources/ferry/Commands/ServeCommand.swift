@@ -46,13 +46,7 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = folder.makeLogger(label: "ferry.serve")
         if !folder.verbose && ProcessInfo.processInfo.environment["FERRY_LOG"] == nil { logger.logLevel = .info }
         let agent = Agent(configuration: config, logger: logger)
-        let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { agent.stop() }
-            source.resume()
-            return source
-        }
+        let signals = onTerminationSignals { agent.stop() }
         defer { signals.forEach { $0.cancel() } }
         do {
             try await agent.run()

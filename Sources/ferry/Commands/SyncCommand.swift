@@ -53,13 +53,7 @@ struct SyncCommand: AsyncParsableCommand {
         let progress = ProgressReporter(replicator: replicator, url: peer.url.description, json: output.json)
 
         let work = Task { try await replicator.run() }
-        let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { work.cancel() }
-            source.resume()
-            return source
-        }
+        let signals = onTerminationSignals { work.cancel() }
         defer { signals.forEach { $0.cancel() } }
         let display = Task { await progress.show() }
         let result = await work.result

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import FerryStore
 #if canImport(Glibc)
 import Glibc
@@ -89,5 +90,17 @@ enum FileHandleOutput {
             if n <= 0 { if errno == EINTR { continue }; return }
             offset += n
         }
+    }
+}
+
+/// Calls `handler` on SIGINT and SIGTERM (instead of dying), so a command can stop cleanly;
+/// cancel the returned sources when done.
+func onTerminationSignals(_ handler: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
+    [SIGINT, SIGTERM].map { sig in
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler(handler: handler)
+        source.resume()
+        return source
     }
 }
