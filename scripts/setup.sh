@@ -14,8 +14,11 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 
 # Tools the tests drive as a user would: jq and sha256sum to read the format, vim and sed to
 # edit, openssl for certificates, flock to hold the lock from outside, python3 for rewrites,
-# curl for plain HTTP requests to the listener.
-packages=(jq vim openssl util-linux coreutils procps python3 curl)
+# curl for plain HTTP requests to the listener. DNS-SD: Avahi's dns_sd library to build
+# against, avahi-daemon and dbus to run it, avahi-utils (avahi-browse, avahi-publish-service)
+# and iproute2 (network namespaces) for the tests.
+packages=(jq vim openssl util-linux coreutils procps python3 curl
+          libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

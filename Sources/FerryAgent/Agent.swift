@@ -1,4 +1,5 @@
 import FerryCore
+import FerryDiscovery
 import FerryNet
 import FerryReplicator
 import FerryStore
@@ -18,6 +19,10 @@ public struct AgentConfiguration: Sendable {
     public var listen: ListenOptions? = ListenOptions()
     /// Peers to replicate with continuously (`--peer`).
     public var peers: [PeerEndpoint] = []
+    /// DNS-SD: advertising the listener, discovering peers.
+    public var discoveryOptions = DiscoveryOptions()
+    /// The DNS-SD implementation (the system's daemon by default).
+    public var discovery: Discovery = DNSSDDiscovery()
     /// Called once the folder is open and the listener is bound, with the listener's URLs.
     public var onReady: (@Sendable (_ urls: [String]) -> Void)?
 
@@ -36,7 +41,7 @@ public struct AgentConfiguration: Sendable {
 public final class Agent: @unchecked Sendable {
     /// The configuration.
     public let configuration: AgentConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let stopLock = NSLock()
     private var watcher: FolderWatcher?
     private var stopRequested = false
@@ -86,11 +91,9 @@ public final class Agent: @unchecked Sendable {
                 throw error
             }
         }
-        let replicators = configuration.peers.map { peer in
-            var peerLogger = logger
-            peerLogger[metadataKey: "peer"] = "\(peer.url)"
-            return (peer, peer.makeReplicator(shared: shared, continuous: true, logger: peerLogger))
-        }
+        let replicators = ReplicatorRegistry()
+        for peer in configuration.peers { replicators.add(peer, makeReplicator(peer, shared)) }
+        let advertisement = await advertise(listener, shared: shared)
         let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators)
         configuration.onReady?(urls)
         logger.notice("watching", metadata: ["folder": "\(root)", "database": "\(shared.info.name)"])
@@ -111,11 +114,15 @@ public final class Agent: @unchecked Sendable {
                     }
                 }
             }
-            for (_, replicator) in replicators {
+            for (_, replicator) in replicators.all {
                 group.addTask { _ = try? await replicator.run() }
+            }
+            if configuration.discoveryOptions.discover {
+                group.addTask { await self.discoverPeers(shared: shared, registry: replicators) }
             }
             await index(stream, into: shared)
             // Stopping: peers first get a close frame, then everything else ends.
+            advertisement?.withdraw()
             control?.stop()
             await listener?.stop()
             acceptSink.finish()
@@ -203,8 +210,14 @@ public final class Agent: @unchecked Sendable {
         return (listener, urls)
     }
 
+    func makeReplicator(_ peer: PeerEndpoint, _ shared: SharedStore) -> Replicator {
+        var peerLogger = logger
+        peerLogger[metadataKey: "peer"] = "\(peer.url)"
+        return peer.makeReplicator(shared: shared, continuous: true, logger: peerLogger)
+    }
+
     private func startControlSocket(shared: SharedStore, listener: Listener?, urls: [String],
-                                    replicators: [(PeerEndpoint, Replicator)]) -> ControlSocket? {
+                                    replicators: ReplicatorRegistry) -> ControlSocket? {
         let pid = Int(getpid())
         let root = configuration.root
         let database = shared.info.name
@@ -213,7 +226,7 @@ public final class Agent: @unchecked Sendable {
             return try ControlSocket(path: shared.layout.stateDirectory + "/agent.sock") { request in
                 guard request == "status" else { return Array("{\"error\":\"unknown request\"}\n".utf8) }
                 return AgentStatus.snapshot(pid: pid, root: root, database: database, listener: listener, urls: urls,
-                                            readOnly: readOnly, replicators: replicators).prettyBytes
+                                            readOnly: readOnly, replicators: replicators.all).prettyBytes
             }
         } catch {
             logger.notice("no control socket; `ferry status` will show the folder only", metadata: ["error": "\(error)"])

@@ -8,13 +8,18 @@ public final class RunningAgent: @unchecked Sendable {
     /// Where its log goes.
     public let logPath: String
 
-    /// Starts `ferry serve ARGS` in `folder` and waits (bounded) until it watches.
-    public init(folder: String, arguments: [String] = ["--no-listen"], timeout: TimeInterval = 20) throws {
+    /// Starts `ferry serve ARGS` in `folder` and waits (bounded) until it watches. `launcher`
+    /// is a command that execs the rest (such as `ip netns exec NS`), so the process is still
+    /// the agent's and SIGTERM reaches it.
+    public init(folder: String, arguments: [String] = ["--no-listen"], environment: [String: String] = [:],
+                launcher: [String] = [], timeout: TimeInterval = 20) throws {
         logPath = folder + "/../serve-\(UUID().uuidString.prefix(8)).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: FerryProcess.ferryExecutable)
-        process.arguments = ["serve"] + arguments
+        let command = launcher + [FerryProcess.ferryExecutable, "serve"] + arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         process.currentDirectoryURL = URL(fileURLWithPath: folder)
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardError = logHandle
         process.standardOutput = logHandle

@@ -12,6 +12,9 @@ public enum ServerTrust: Sendable {
     case anySelfSigned
     /// Only this exact leaf certificate (`--pin`), by its DER bytes.
     case pinned([UInt8])
+    /// Only a leaf certificate whose SHA-256 is this (lowercase hex): the fingerprint a peer
+    /// advertised over DNS-SD, pinned on first use.
+    case fingerprint(String)
 
     /// Reads `--pin CERT` (DER or PEM).
     public static func pin(file path: String) throws -> ServerTrust {
@@ -48,6 +51,7 @@ public enum ServerTrust: Sendable {
         case .roots: "the roots of --ca-file"
         case .anySelfSigned: "--accept-self-signed (which accepts self-signed certificates only)"
         case .pinned(let der): "--pin \(CertificateSummary(der: der).fingerprint)"
+        case .fingerprint(let fp): "the fingerprint \(fp) the peer advertised and that was pinned"
         }
     }
 }
@@ -72,7 +76,7 @@ public struct ClientTLS: Sendable {
         switch trust {
         case .system: config.trustRoots = .default
         case .roots(let roots): config.trustRoots = .certificates(roots.certificates)
-        case .anySelfSigned, .pinned:
+        case .anySelfSigned, .pinned, .fingerprint:
             // The custom callback decides; hostname checks make no sense for a pinned or
             // self-signed certificate met by its address.
             config.certificateVerification = .noHostnameVerification
@@ -94,6 +98,13 @@ public struct ClientTLS: Sendable {
                 let leaf = (try? chain.first?.toDERBytes()) ?? nil
                 presented.set(leaf)
                 promise.succeed(leaf == pinned ? NIOSSLVerificationResult.certificateVerified : NIOSSLVerificationResult.failed)
+            }
+        case .fingerprint(let expected):
+            return { chain, promise in
+                let leaf = (try? chain.first?.toDERBytes()) ?? nil
+                presented.set(leaf)
+                let ok = leaf.map { CertificateSummary(der: $0).fingerprint == expected.lowercased() } ?? false
+                promise.succeed(ok ? NIOSSLVerificationResult.certificateVerified : NIOSSLVerificationResult.failed)
             }
         case .anySelfSigned:
             return { chain, promise in

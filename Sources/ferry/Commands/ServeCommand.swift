@@ -19,6 +19,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("peer"), help: ArgumentHelp("Replicate continuously, both ways, with this listener (repeatable).", valueName: "url"))
     var peers: [String] = []
 
+    @Flag(help: "Also replicate with every peer found over DNS-SD that serves the same database, pinning its advertised fingerprint.")
+    var discover = false
+
     @OptionGroup(title: "Replication with --peer") var client: ClientOptions
 
     @Option(help: "Milliseconds a file must stay quiet after its writer closed it before it is recorded.")
@@ -39,6 +42,11 @@ struct ServeCommand: AsyncParsableCommand {
         config.openSettle = .milliseconds(openSettleMs)
         config.listen = try listener.resolve()
         config.peers = try peers.map { try client.endpoint($0, direction: .both) }
+        config.discoveryOptions.advertise = !listener.noAdvertise
+        config.discoveryOptions.serviceType = listener.serviceType
+        config.discoveryOptions.serviceName = listener.serviceName
+        config.discoveryOptions.discover = discover
+        if discover { config.discoveryOptions.template = try client.endpoint("ws://discovered:1/x", direction: .both) }
         config.onReady = { urls in
             for url in urls { FileHandleOutput.stdout(Array("listening on \(url)\n".utf8)) }
             if urls.isEmpty { FileHandleOutput.stdout(Array("not listening (--no-listen)\n".utf8)) }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import FerryAgent
 import FerryCore
+import FerryDiscovery
 import FerryProtocol
 import FerryReplicator
 import FerryStore
@@ -20,8 +21,14 @@ struct SyncCommand: AsyncParsableCommand {
             Exit codes: 0 up to date, 1 failure, 3 authentication refused, 4 folder locked (an agent runs there: give it --peer).
             """)
 
-    @Argument(help: ArgumentHelp("The listener, ws://HOST:PORT/DB.", valueName: "url"))
-    var url: String
+    @Argument(help: ArgumentHelp("The listener, ws[s]://HOST:PORT/DB; with --discover, the name of the peer to pick (optional).", valueName: "url|name"))
+    var target: String?
+
+    @Flag(help: "Find the listener over DNS-SD: a peer serving this folder's database (the one named, if given), its advertised fingerprint pinned on first use.")
+    var discover = false
+
+    @Option(help: ArgumentHelp("DNS-SD service type to browse with --discover.", valueName: "type"))
+    var serviceType = "_cblistservicesync._tcp"
 
     @Flag(help: "Which way revisions move (default: both).")
     var direction: Direction = .both
@@ -38,9 +45,15 @@ struct SyncCommand: AsyncParsableCommand {
         case push, pull, both
     }
 
+    func validate() throws {
+        if !discover && target == nil { throw ValidationError("give the listener's URL, or --discover") }
+    }
+
     func run() async throws {
-        let peer = try client.endpoint(url, direction: ReplicationDirection(rawValue: direction.rawValue)!)
         let root = try folder.resolveRoot()
+        let way = ReplicationDirection(rawValue: direction.rawValue)!
+        let peer = discover ? try await discoverPeer(root: root, direction: way) : try client.endpoint(target!, direction: way)
+        let url = peer.url.description
         if let pid = FolderLock.holder(path: FolderLayout(root: root).lockFile) {
             throw StoreError(.locked, "an agent (pid \(pid)) is serving \(root); give it --peer \(url) instead of running sync beside it")
         }
@@ -68,6 +81,32 @@ struct SyncCommand: AsyncParsableCommand {
             let kind = (error as? ClassifiedFailure)?.failureKind ?? .transient
             throw CLIError("sync with \(peer.url) failed: \(error)", exitCode: kind == .authentication ? 3 : 1)
         }
+    }
+}
+
+extension SyncCommand {
+    /// The peer `--discover` finds: the first service of this database (named `target`, if
+    /// given), with its fingerprint pinned on first use and checked ever after.
+    func discoverPeer(root: String, direction: ReplicationDirection) async throws -> PeerEndpoint {
+        let info = try FolderStore.open(at: root, writable: false).info
+        let finder = PeerFinder(discovery: DNSSDDiscovery(), serviceType: serviceType, layout: FolderLayout(root: root),
+                                database: info.name, folderID: info.id)
+        var template = try client.endpoint("ws://discovered:1/x", direction: direction)
+        template.direction = direction
+        let candidates: [PeerFinder.Candidate]
+        do { candidates = try await finder.find(timeout: .seconds(3), name: target, template: template) } catch {
+            throw CLIError("--discover: \(error)")
+        }
+        for c in candidates {
+            if let endpoint = c.endpoint {
+                if let note = c.note { FileHandleOutput.stderr("ferry: \(c.service.name): \(note)") }
+                return endpoint
+            }
+            FileHandleOutput.stderr("ferry: warning: \(c.service.name): \(c.note ?? "not usable")")
+        }
+        let what = target.map { "a peer named \(String(reflecting: $0)) serving" } ?? "a peer serving"
+        throw CLIError(candidates.isEmpty ? "--discover: found no \(what) database \"\(info.name)\" (\(serviceType))"
+                                          : "--discover: no trustworthy peer found", exitCode: candidates.isEmpty ? 1 : 3)
     }
 }
 

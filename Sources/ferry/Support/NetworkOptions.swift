@@ -31,6 +31,15 @@ struct ListenerOptions: ParsableArguments {
     @Flag(help: "Accept no connections: watch and replicate with the --peer URLs only.")
     var noListen = false
 
+    @Flag(help: "Do not advertise the listener over DNS-SD.")
+    var noAdvertise = false
+
+    @Option(help: ArgumentHelp("DNS-SD service type to advertise (and, with --discover, to browse).", valueName: "type"))
+    var serviceType = "_cblistservicesync._tcp"
+
+    @Option(help: ArgumentHelp("DNS-SD service name (default: \"DB on HOST\").", valueName: "name"))
+    var serviceName: String?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
         if clientCa != nil && tls == .off { throw ValidationError("--client-ca needs TLS (--tls anonymous or identity)") }

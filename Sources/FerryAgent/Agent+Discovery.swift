@@ -1,0 +1,106 @@
+import FerryCore
+import FerryDiscovery
+import FerryNet
+import FerryReplicator
+import FerryStore
+import Foundation
+import Logging
+
+extension Agent {
+    /// Advertises the listener over DNS-SD; without a reachable mDNS daemon, says so once and
+    /// goes on without.
+    func advertise(_ listener: Listener?, shared: SharedStore) async -> Advertisement? {
+        let options = configuration.discoveryOptions
+        guard let listener, options.advertise else { return nil }
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "ferry"
+        let fingerprint = listener.configuration.tls?.identity.summary.fingerprint
+        let service = ServiceAdvertisement(
+            name: options.serviceName ?? "\(shared.info.name) on \(host)", type: options.serviceType, port: listener.port,
+            txt: PeerFinder.txt(database: shared.info.name, folderID: shared.info.id, fingerprint: fingerprint))
+        do {
+            let ad = try await configuration.discovery.advertise(service)
+            logger.notice("advertised over DNS-SD", metadata: ["name": "\(ad.registeredName)", "type": "\(service.type)"])
+            return ad
+        } catch {
+            logger.notice("discovery is off: the listener is not advertised", metadata: ["reason": "\(error)"])
+            return nil
+        }
+    }
+
+    /// `serve --discover`: browses every few seconds and keeps one continuous replication with
+    /// each peer serving the same database, its advertised fingerprint pinned. A peer that
+    /// comes back at another address or port (a restart with `--port 0`) gets a new
+    /// replication in place of the old one, which would otherwise retry a dead address.
+    func discoverPeers(shared: SharedStore, registry: ReplicatorRegistry) async {
+        let options = configuration.discoveryOptions
+        let finder = PeerFinder(discovery: configuration.discovery, serviceType: options.serviceType,
+                                layout: shared.layout, database: shared.info.name, folderID: shared.info.id)
+        var running: [String: (url: String, stop: AsyncStream<Void>.Continuation)] = [:]
+        var refusals: [String: String] = [:]   // peer id → the refusal last logged, so each is said once
+        var saidOff = false
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                do {
+                    for candidate in try await finder.find(timeout: .milliseconds(1500), template: options.template) {
+                        let id = candidate.service.txt["id"] ?? candidate.service.name
+                        let metadata: Logger.Metadata = ["name": "\(candidate.service.name)"]
+                        guard let endpoint = candidate.endpoint else {
+                            let why = candidate.note ?? "not usable"
+                            if refusals[id] != why { logger.warning("discovered peer refused: \(why)", metadata: metadata) }
+                            refusals[id] = why
+                            continue
+                        }
+                        refusals[id] = nil
+                        let url = endpoint.url.description
+                        if let current = running[id] {
+                            if current.url == url { continue }
+                            logger.notice("discovered peer moved", metadata: metadata.merging(["from": "\(current.url)", "to": "\(url)"]) { $1 })
+                            current.stop.finish()
+                            registry.remove(id: id)
+                        }
+                        if let note = candidate.note { logger.notice("discovered peer: \(note)", metadata: metadata) }
+                        let replicator = makeReplicator(endpoint, shared)
+                        registry.add(endpoint, replicator, id: id)
+                        let (stopped, stop) = AsyncStream<Void>.makeStream()
+                        running[id] = (url, stop)
+                        group.addTask { await Self.run(replicator, until: stopped) }
+                    }
+                    saidOff = false
+                } catch {
+                    if !saidOff { logger.notice("discovery is off: cannot browse for peers", metadata: ["reason": "\(error)"]) }
+                    saidOff = true
+                }
+                try? await Task.sleep(for: .seconds(3))
+            }
+            for (_, entry) in running { entry.stop.finish() }
+        }
+    }
+
+    /// Runs `replicator` until it ends or `stopped` finishes, whichever comes first.
+    private static func run(_ replicator: Replicator, until stopped: AsyncStream<Void>) async {
+        await withTaskGroup(of: Void.self) { race in
+            race.addTask { _ = try? await replicator.run() }
+            race.addTask { for await _ in stopped {} }
+            await race.next()
+            race.cancelAll()
+        }
+    }
+}
+
+/// The agent's replications, the `--peer` ones and those discovery adds (and replaces) while
+/// it runs; what `ferry status` lists.
+final class ReplicatorRegistry: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [(id: String?, peer: PeerEndpoint, replicator: Replicator)] = []
+
+    /// Adds a replication; `id` names a discovered peer so that it can be replaced.
+    func add(_ peer: PeerEndpoint, _ replicator: Replicator, id: String? = nil) {
+        lock.withLock { entries.append((id, peer, replicator)) }
+    }
+
+    /// Removes the replication of the discovered peer `id`.
+    func remove(id: String) { lock.withLock { entries.removeAll { $0.id == id } } }
+
+    /// Every replication, in the order added.
+    var all: [(PeerEndpoint, Replicator)] { lock.withLock { entries.map { ($0.peer, $0.replicator) } } }
+}

@@ -1,0 +1,109 @@
+/// A service to announce on the local network.
+public struct ServiceAdvertisement: Sendable, Equatable {
+    /// The instance name people see ("inventory on vm").
+    public var name: String
+    /// The service type, e.g. `_cblistservicesync._tcp`.
+    public var type: String
+    /// The listener's port.
+    public var port: Int
+    /// TXT record entries.
+    public var txt: [String: String]
+
+    /// An advertisement.
+    public init(name: String, type: String, port: Int, txt: [String: String]) {
+        self.name = name
+        self.type = type
+        self.port = port
+        self.txt = txt
+    }
+}
+
+/// A service found on the network, resolved.
+public struct DiscoveredService: Sendable, Equatable {
+    /// The instance name.
+    public var name: String
+    /// The service type.
+    public var type: String
+    /// The host the service runs on (`vm.local`, without the trailing dot).
+    public var host: String
+    /// Its IPv4 address, when it could be looked up.
+    public var address: String?
+    /// The port.
+    public var port: Int
+    /// TXT record entries.
+    public var txt: [String: String]
+
+    /// A found service.
+    public init(name: String, type: String, host: String, address: String?, port: Int, txt: [String: String]) {
+        self.name = name
+        self.type = type
+        self.host = host
+        self.address = address
+        self.port = port
+        self.txt = txt
+    }
+}
+
+/// An announcement that stays on the network until withdrawn (or its process ends).
+public protocol Advertisement: Sendable {
+    /// The name it was registered under (the daemon may have renamed it after a conflict).
+    var registeredName: String { get }
+    /// Withdraws it.
+    func withdraw()
+}
+
+/// DNS-SD advertising and browsing: `DNSSDDiscovery` talks to the system's mDNS daemon; tests
+/// can substitute their own.
+public protocol Discovery: Sendable {
+    /// Announces `service`; fails when no mDNS daemon can be reached.
+    func advertise(_ service: ServiceAdvertisement) async throws -> Advertisement
+    /// Every service of `type` found within `timeout`, resolved.
+    func browse(type: String, timeout: Duration) async throws -> [DiscoveredService]
+}
+
+/// Why discovery failed, in one sentence.
+public struct DiscoveryError: Error, Sendable, CustomStringConvertible {
+    /// The sentence.
+    public let description: String
+    /// The DNS-SD error code, if one.
+    public let code: Int32?
+
+    /// An error.
+    public init(_ description: String, code: Int32? = nil) {
+        self.description = description
+        self.code = code
+    }
+}
+
+/// The TXT record's wire form: length-prefixed `key=value` strings (RFC 6763 §6).
+public enum TXTRecord {
+    /// Encodes entries (sorted by key, for a stable record); values longer than fit are cut.
+    public static func encode(_ entries: [String: String]) -> [UInt8] {
+        var out: [UInt8] = []
+        for (key, value) in entries.sorted(by: { $0.key < $1.key }) {
+            let item = Array("\(key)=\(value)".utf8.prefix(255))
+            out.append(UInt8(item.count))
+            out += item
+        }
+        return out
+    }
+
+    /// Decodes entries; a malformed record yields what could be read.
+    public static func decode(_ bytes: [UInt8]) -> [String: String] {
+        var out: [String: String] = [:]
+        var i = 0
+        while i < bytes.count {
+            let length = Int(bytes[i])
+            i += 1
+            guard i + length <= bytes.count else { break }
+            let item = bytes[i..<(i + length)]
+            i += length
+            if let eq = item.firstIndex(of: UInt8(ascii: "=")) {
+                out[String(decoding: item[..<eq], as: UTF8.self)] = String(decoding: item[(eq + 1)...], as: UTF8.self)
+            } else if !item.isEmpty {
+                out[String(decoding: item, as: UTF8.self)] = ""
+            }
+        }
+        return out
+    }
+}
