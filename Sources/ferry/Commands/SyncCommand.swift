@@ -91,8 +91,7 @@ extension SyncCommand {
         let info = try FolderStore.open(at: root, writable: false).info
         let finder = PeerFinder(discovery: DNSSDDiscovery(), serviceType: serviceType, layout: FolderLayout(root: root),
                                 database: info.name, folderID: info.id)
-        var template = try client.endpoint("ws://discovered:1/x", direction: direction)
-        template.direction = direction
+        let template = try client.endpoint("ws://discovered:1/x", direction: direction)
         let candidates: [PeerFinder.Candidate]
         do { candidates = try await finder.find(timeout: .seconds(3), name: target, template: template) } catch {
             throw CLIError("--discover: \(error)")
