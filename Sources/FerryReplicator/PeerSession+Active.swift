@@ -8,7 +8,7 @@ extension PeerSession {
         let (stream, continuation) = AsyncStream<Bool>.makeStream()
         openedWaiter = continuation
         guard let hello = machine.start() else { throw ReplicationError("only the active side opens", kind: .permanent) }
-        try await transport.send(text: FrameCodec.encode(hello))
+        try await write(.text(FrameCodec.encode(hello)))
         for await _ in stream { return }
         // This side closed it: the peer refused hello (404: no such database) or spoke a
         // version this side does not; retrying cannot help. Otherwise the connection dropped.

@@ -253,7 +253,7 @@ extension PeerSession {
             position += off_t(n)
             remaining -= n
             let chunk = BlobChunk(requestNumber: UInt32(number), isLast: remaining == 0, bytes: Array(buffer[0..<n]))
-            do { try await transport.send(binary: chunk.encoded()) } catch { return }
+            do { try await write(.binary(chunk.encoded())) } catch { return }
         } while remaining > 0
     }
 

@@ -83,6 +83,11 @@ public actor PeerSession {
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
     var closed = false
+    /// The write handed to the transport last; the next write waits for it. The actor runs
+    /// other tasks at every `await`, and a transport's `send` starts off the actor, so without
+    /// this chain requests numbered 3 and 4 could reach the wire as 4, 3 — which the peer
+    /// rightly refuses (ConnectionStateMachine: request numbers must increase).
+    var lastWrite: Task<Void, Error>?
     /// Why this side closed the connection (a protocol violation or a refused hello).
     var localCloseReason: String?
     /// When true (a `--read-only` listener), the peer may pull but every push is refused.
@@ -132,7 +137,7 @@ public actor PeerSession {
                 }
                 switch action {
                 case .none: break
-                case .send(let frame): try? await transport.send(text: FrameCodec.encode(frame))
+                case .send(let frame): try? await write(.text(FrameCodec.encode(frame)))
                 case .opened: openedWaiter?.yield(true); openedWaiter?.finish()
                 case let .request(number, noReply, request):
                     group.addTask { await self.serve(number: number, noReply: noReply, request) }
@@ -143,7 +148,7 @@ public actor PeerSession {
                     chunkSinks[n]?.yield(chunk)
                     if chunk.isLast { chunkSinks.removeValue(forKey: n)?.finish() }
                 case let .close(code, reason, after):
-                    if let after { try? await transport.send(text: FrameCodec.encode(after)) }
+                    if let after { try? await write(.text(FrameCodec.encode(after))) }
                     localCloseReason = reason
                     logger.warning("closing connection", metadata: ["code": "\(code)", "reason": "\(reason)"])
                     await transport.close(code: code, reason: reason)
@@ -190,7 +195,7 @@ public actor PeerSession {
             chunkSinks[number] = sink
             chunks = stream
         }
-        try await transport.send(text: FrameCodec.encode(frame))
+        try await write(.text(FrameCodec.encode(frame)))
         return (stream, chunks)
     }
 
@@ -208,11 +213,27 @@ public actor PeerSession {
     /// Sends a request that gets no response.
     func notify(_ request: Request) async throws {
         guard !closed else { throw ReplicationError(endReason) }
-        try await transport.send(text: FrameCodec.encode(machine.send(request, noReply: true)))
+        try await write(.text(FrameCodec.encode(machine.send(request, noReply: true))))
     }
 
     func respond(_ number: Int, _ response: Response) async {
-        try? await transport.send(text: FrameCodec.encode(.response(to: number, response)))
+        try? await write(.text(FrameCodec.encode(.response(to: number, response))))
+    }
+
+    /// Writes one message after every message written before it (in the order of the calls,
+    /// which is the order the state machine numbered them), and waits until it is sent.
+    func write(_ message: TransportMessage) async throws {
+        let previous = lastWrite
+        let transport = self.transport
+        let current = Task {
+            _ = await previous?.result  // a failed write before this one fails this one on its own
+            switch message {
+            case .text(let bytes): try await transport.send(text: bytes)
+            case .binary(let bytes): try await transport.send(binary: bytes)
+            }
+        }
+        lastWrite = current
+        try await current.value
     }
 
     /// Closes the connection normally.

@@ -11,17 +11,29 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
     private var peer: LoopbackTransport?
     private let lock = NSLock()
     private var reason: String?
+    /// Longest random pause a `send` takes before it delivers (zero: none).
+    private let jitter: Duration
 
-    private init() {
+    private init(jitter: Duration) {
         (inbound, ownSink) = AsyncStream<TransportMessage>.makeStream()
+        self.jitter = jitter
     }
 
-    /// A connected pair.
-    public static func pair() -> (LoopbackTransport, LoopbackTransport) {
-        let a = LoopbackTransport(), b = LoopbackTransport()
+    /// A connected pair. With `jitter`, each send first pauses for a random time up to it, as
+    /// a real network write may: two sends started close together may then finish in either
+    /// order, so a caller that needs an order must wait for one before starting the next.
+    public static func pair(jitter: Duration = .zero) -> (LoopbackTransport, LoopbackTransport) {
+        let a = LoopbackTransport(jitter: jitter), b = LoopbackTransport(jitter: jitter)
         a.peer = b
         b.peer = a
         return (a, b)
+    }
+
+    private func pause() async {
+        guard jitter > .zero else { return }
+        let (seconds, attoseconds) = jitter.components
+        let micros = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        try? await Task.sleep(for: .microseconds(Int64.random(in: 0...max(micros, 1))))
     }
 
     private func deliver(_ message: TransportMessage) throws {
@@ -30,10 +42,16 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
     }
 
     /// Sends a text message to the other end.
-    public func send(text: [UInt8]) async throws { try peer?.deliver(.text(text)) }
+    public func send(text: [UInt8]) async throws {
+        await pause()
+        try peer?.deliver(.text(text))
+    }
 
     /// Sends a binary message to the other end.
-    public func send(binary: [UInt8]) async throws { try peer?.deliver(.binary(binary)) }
+    public func send(binary: [UInt8]) async throws {
+        await pause()
+        try peer?.deliver(.binary(binary))
+    }
 
     /// Closes both ends with `code` and `reason`.
     public func close(code: UInt16, reason: String) async {
