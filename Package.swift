@@ -41,7 +41,8 @@ let package = Package(
         .target(name: "FerryReplicator", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryNet", "FerryProtocol", "FerryReplicator", "FerryDiscovery", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "FerryTesting", dependencies: ["FerryCore", "FerryStore", "FerryProtocol"]),
+        .target(name: "CSpawn"),
+        .target(name: "FerryTesting", dependencies: ["CSpawn", "FerryCore", "FerryStore", "FerryProtocol"]),
         .executableTarget(name: "ferry", dependencies: [
             "FerryCore", "FerryStore", "FerryWatch", "FerryAgent", "FerryNet", "FerryProtocol", "FerryReplicator", "FerryDiscovery",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -12,6 +12,7 @@
 # Run a program on host a: ip netns exec "$ns" env DBUS_SYSTEM_BUS_ADDRESS="$bus" PROGRAM…
 set -euo pipefail
 
+. "$(dirname "$0")/lib/avahi-conf.sh"
 cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: netns-pair.sh up|down DIR | env DIR a|b" >&2; exit 2; }
 
@@ -69,23 +70,7 @@ EOF
         dbus-daemon --config-file="$dir/$h/dbus.conf" --nofork --nopidfile >"$dir/$h/dbus.out" 2>&1 &
         echo $! >"$dir/$h/dbus.pid"
 
-        cat >"$dir/$h/avahi.conf" <<EOF
-[server]
-host-name=ferry-$h
-allow-interfaces=veth-$h-$tag
-use-ipv4=yes
-use-ipv6=no
-enable-dbus=yes
-ratelimit-interval-usec=1000000
-ratelimit-burst=1000
-
-[wide-area]
-enable-wide-area=no
-
-[publish]
-publish-hinfo=no
-publish-workstation=no
-EOF
+        avahi_conf "veth-$h-$tag" "ferry-$h" >"$dir/$h/avahi.conf"
     done
     for h in a b; do
         for _ in $(seq 50); do [ -S "$dir/$h/dbus.sock" ] && break; sleep 0.1; done

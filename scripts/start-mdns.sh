@@ -3,6 +3,7 @@
 # unless they already run: what ferry's DNS-SD tests need (see ../shared/notes/platform-facts.md).
 # Idempotent; run as root or with sudo.
 set -euo pipefail
+. "$(dirname "$0")/lib/avahi-conf.sh"
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ ! -S /run/dbus/system_bus_socket ] || ! dbus-send --system --dest=org.freedesktop.DBus --type=method_call --print-reply \
@@ -14,22 +15,7 @@ fi
 
 if ! avahi-daemon --check 2>/dev/null; then
     conf=/run/ferry-avahi-daemon.conf
-    as_root tee "$conf" >/dev/null <<'CONF'
-[server]
-allow-interfaces=lo
-use-ipv4=yes
-use-ipv6=no
-enable-dbus=yes
-ratelimit-interval-usec=1000000
-ratelimit-burst=1000
-
-[wide-area]
-enable-wide-area=no
-
-[publish]
-publish-hinfo=no
-publish-workstation=no
-CONF
+    avahi_conf lo | as_root tee "$conf" >/dev/null
     as_root mkdir -p /run/avahi-daemon
     as_root rm -f /run/avahi-daemon/pid
     as_root avahi-daemon --daemonize --no-drop-root --no-chroot -f "$conf"

@@ -34,24 +34,22 @@ public enum FerryProcess {
         try run("/bin/bash", ["-c", command], in: directory, environment: environment)
     }
 
-    /// Runs `program ARGS…`, waiting at most `timeout` seconds (then it is killed).
+    /// Runs `program ARGS…`, waiting at most `timeout` seconds (then it is stopped). Output is
+    /// read until the program ends and, bounded, until whatever it left running lets go of it.
     public static func run(_ program: String, _ arguments: [String], in directory: String? = nil,
                            environment: [String: String] = [:], stdin: Data? = nil, timeout: TimeInterval = 120) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
         env["FERRY_SAMPLES"] = env["FERRY_SAMPLES"] ?? samplesDirectory
         for (k, v) in environment { env[k] = v }
-        process.environment = env
         let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        process.standardInput = inPipe
-        try process.run()
-        if let stdin { inPipe.fileHandleForWriting.write(stdin) }
-        try? inPipe.fileHandleForWriting.close()
+        let child = try ChildProcess(program, arguments, in: directory, environment: env,
+                                     stdin: inPipe.fileHandleForReading.fileDescriptor,
+                                     stdout: outPipe.fileHandleForWriting.fileDescriptor,
+                                     stderr: errPipe.fileHandleForWriting.fileDescriptor)
+        // The child has its own copies; ours must close for its output to end.
+        try? outPipe.fileHandleForWriting.close()
+        try? errPipe.fileHandleForWriting.close()
+        try? inPipe.fileHandleForReading.close()
         // Drain both pipes while the process runs so a chatty child never blocks.
         nonisolated(unsafe) var out = Data()
         nonisolated(unsafe) var err = Data()
@@ -60,12 +58,16 @@ public enum FerryProcess {
         DispatchQueue.global().async { out = outPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         group.enter()
         DispatchQueue.global().async { err = errPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(2_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        group.wait()
-        return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+        if let stdin { inPipe.fileHandleForWriting.write(stdin) }
+        try? inPipe.fileHandleForWriting.close()
+        if !child.wait(timeout: timeout) { child.stop(grace: 5) }
+        let status = child.exitStatus ?? -1
+        // A background process the command started may keep its output open: do not wait for
+        // it past a few seconds (the outputs are then reported empty).
+        guard group.wait(timeout: .now() + 5) == .success else {
+            return Result(status: status, stdout: "", stderr: "(output still held open by a process the command left running)", stdoutData: Data())
+        }
+        return Result(status: status, stdout: String(decoding: out, as: UTF8.self),
                       stderr: String(decoding: err, as: UTF8.self), stdoutData: out)
     }
 

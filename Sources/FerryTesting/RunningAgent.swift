@@ -4,33 +4,40 @@ import Foundation
 /// SIGKILL) when the value goes away. Its stderr goes to a file the test can read.
 public final class RunningAgent: @unchecked Sendable {
     /// The process.
-    public let process = Process()
+    public let process: ChildProcess
+    /// The folder it serves.
+    public let folder: String
     /// Where its log goes.
     public let logPath: String
+
+    /// Its process id.
+    public var pid: pid_t { process.pid }
 
     /// Starts `ferry serve ARGS` in `folder` and waits (bounded) until it watches. `launcher`
     /// is a command that execs the rest (such as `ip netns exec NS`), so the process is still
     /// the agent's and SIGTERM reaches it.
     public init(folder: String, arguments: [String] = ["--no-listen"], environment: [String: String] = [:],
                 launcher: [String] = [], timeout: TimeInterval = 20) throws {
+        self.folder = folder
         logPath = folder + "/../serve-\(UUID().uuidString.prefix(8)).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let command = launcher + [FerryProcess.ferryExecutable, "serve"] + arguments
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardError = logHandle
-        process.standardOutput = logHandle
-        try process.run()
+        defer { try? logHandle.close() }
+        let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { close(null) }
+        process = try ChildProcess(command[0], Array(command.dropFirst()), in: folder,
+                                   environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                   stdin: null, stdout: logHandle.fileDescriptor, stderr: logHandle.fileDescriptor)
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if self.log().contains("watching") { return }
             if !process.isRunning { break }
             usleep(20_000)
         }
-        throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "ferry serve did not start: \(self.log())"])
+        let log = self.log()
+        process.stop(grace: 2)
+        throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "ferry serve did not start: \(log)"])
     }
 
     /// The first listener URL the agent printed (`listening on URL`), if it listens.
@@ -40,8 +47,7 @@ public final class RunningAgent: @unchecked Sendable {
 
     /// `ferry status --json` of the agent's folder, parsed (nil if it fails).
     public func status() -> [String: Any]? {
-        guard let folder = process.currentDirectoryURL?.path,
-              let r = try? FerryProcess.ferry(["status", "--json"], in: folder), r.status == 0 else { return nil }
+        guard let r = try? FerryProcess.ferry(["status", "--json"], in: folder), r.status == 0 else { return nil }
         return try? JSONSerialization.jsonObject(with: r.stdoutData) as? [String: Any]
     }
 
@@ -57,20 +63,14 @@ public final class RunningAgent: @unchecked Sendable {
 
     /// Sends SIGKILL (as a crash would) and waits.
     public func kill9() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait(timeout: 30)
     }
 
-    /// Sends SIGTERM and waits (bounded); returns the exit status.
+    /// Sends SIGTERM and waits (bounded: then SIGKILL); returns the exit status.
     @discardableResult
     public func stop() -> Int32 {
-        guard process.isRunning else { return process.terminationStatus }
-        process.terminate()
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill9() }
-        process.waitUntilExit()
-        return process.terminationStatus
+        process.stop(grace: 10)
     }
 
     deinit { stop() }

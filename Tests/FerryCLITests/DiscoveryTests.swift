@@ -50,15 +50,13 @@ import Testing
 
     @Test func aServicePublishedByAvahiAppearsInFerryPeers() throws {
         let type = uniqueType()
-        let publisher = Process()
-        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/avahi-publish-service")
-        publisher.arguments = ["-s", "published by avahi", type, "4984", "db=inventory", "tls=1", "fp=\(String(repeating: "ab", count: 32))", "v=1"]
-        publisher.standardOutput = FileHandle.nullDevice
-        publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
-        // SIGKILL: the test process blocks SIGTERM, its children inherit the mask, and
-        // avahi-publish-service never unblocks it, so `terminate()` would wait for ever.
-        defer { kill(publisher.processIdentifier, SIGKILL); publisher.waitUntilExit() }
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { close(null) }
+        let publisher = try ChildProcess("/usr/bin/avahi-publish-service",
+                                         ["-s", "published by avahi", type, "4984", "db=inventory", "tls=1", "fp=\(String(repeating: "ab", count: 32))", "v=1"],
+                                         environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
+        // SIGTERM, as from a shell: ChildProcess gives the child default signal handling.
+        defer { #expect(publisher.stop(grace: 5) == 0) }
         var found: [[String: Any]] = []
         #expect(eventually(10) {
             let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])

@@ -115,9 +115,9 @@ import FerryTesting
         let f = try Fixture()
         let r = try FerryProcess.ferry(["scan"], in: f.dir)
         #expect(r.status == 4)
-        #expect(r.stderr.contains("in use by another ferry process (pid \(f.agent.process.processIdentifier))"), "\(r.stderr)")
+        #expect(r.stderr.contains("in use by another ferry process (pid \(f.agent.pid))"), "\(r.stderr)")
         let status = try FerryProcess.ferry(["status"], in: f.dir)
-        #expect(status.stdout.contains("agent:     running (pid \(f.agent.process.processIdentifier))"), "\(status.stdout)")
+        #expect(status.stdout.contains("agent:     running (pid \(f.agent.pid))"), "\(status.stdout)")
         f.agent.stop()
         #expect(try FerryProcess.ferry(["status"], in: f.dir).stdout.contains("agent:     not running"))
     }

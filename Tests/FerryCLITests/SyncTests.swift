@@ -122,7 +122,7 @@ import Testing
         let sums = try FerryProcess.shell("sha256sum a/big.bin b/big.bin | cut -d' ' -f1 | uniq | wc -l", in: tmp.path)
         #expect(sums.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         for agent in [listener, replicator] {
-            let hwm = try FerryProcess.shell("grep VmHWM /proc/\(agent.process.processIdentifier)/status | awk '{print $2}'")
+            let hwm = try FerryProcess.shell("grep VmHWM /proc/\(agent.pid)/status | awk '{print $2}'")
             let kib = Int(hwm.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? .max
             #expect(kib < 100 * 1024, "peak RSS \(kib) KiB")
         }
