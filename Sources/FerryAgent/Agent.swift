@@ -1,6 +1,7 @@
 import FerryCore
 import FerryDiscovery
 import FerryNet
+import FerryProtocol
 import FerryReplicator
 import FerryStore
 import FerryWatch
@@ -100,6 +101,7 @@ public final class Agent: @unchecked Sendable {
 
         await withDiscardingTaskGroup { group in
             let readOnly = configuration.listen?.readOnly ?? false
+            let features = configuration.listen?.deltaSync == true ? [ProtocolFeature.delta] : []
             let logger = self.logger
             group.addTask {
                 await withDiscardingTaskGroup { sessions in
@@ -108,7 +110,7 @@ public final class Agent: @unchecked Sendable {
                         sessionLogger[metadataKey: "client"] = "\(connection.remoteDescription)"
                         sessions.addTask {
                             let session = PeerSession(transport: connection, shared: shared, role: .passive,
-                                                      readOnly: readOnly, logger: sessionLogger)
+                                                      readOnly: readOnly, features: features, logger: sessionLogger)
                             await session.run()
                         }
                     }
@@ -184,7 +186,7 @@ public final class Agent: @unchecked Sendable {
         config.host = bind
         config.port = options.port
         config.passwordCheck = options.users?.passwordCheck
-        config.describe = ["readOnly": options.readOnly ? "true" : "false"]
+        config.describe = ["readOnly": options.readOnly ? "true" : "false", "deltaSync": options.deltaSync ? "true" : "false"]
         let identities = IdentityStore(layout: FolderLayout(root: configuration.root))
         switch options.tls {
         case .off:

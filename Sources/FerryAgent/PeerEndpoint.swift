@@ -65,6 +65,8 @@ public struct ListenOptions: Sendable {
     public var users: UserDirectory?
     /// `--read-only`: peers may pull, not push.
     public var readOnly = false
+    /// `--delta-sync`: peers may send JSON bodies as deltas (and get them).
+    public var deltaSync = false
     /// `--tls`.
     public var tls: TLSMode = .anonymous
     /// `--client-ca`: roots client certificates must chain to (nil: none asked for).

@@ -61,6 +61,9 @@ public enum FrameCodec {
             case .deleted: o["deleted"] = true
             case .json(let value): o["body"] = value
             case .blob(let ref): o["blob"] = ref.json
+            case let .delta(base, delta):
+                o["deltaSrc"] = .string(base.description)
+                o["delta"] = delta
             }
             return o
         case let .norev(doc, rev, sequence, status, reason):
@@ -169,6 +172,11 @@ public enum FrameCodec {
             } else if let b = r.fields["body"] {
                 guard case .object = b, doc.kind == .json else { throw ProtocolError(.invalidField, "body of \(doc) must be a JSON object and the document a .json one") }
                 body = .json(b)
+            } else if let delta = r.fields["delta"] {
+                guard case .object = delta, doc.kind == .json else { throw ProtocolError(.invalidField, "delta of \(doc) must be a JSON object and the document a .json one") }
+                let base = try Reader.rev(try r.value("deltaSrc"))
+                guard base.generation < rev.generation else { throw ProtocolError(.invalidField, "delta source \(base) of \(doc)@\(rev) is not older than it") }
+                body = .delta(base: base, delta: delta)
             } else if let blob = r.fields["blob"] {
                 guard doc.kind == .file else { throw ProtocolError(.invalidField, "\(doc) is a JSON document; it cannot carry a blob body") }
                 let refs: [BlobReference]
@@ -176,7 +184,7 @@ public enum FrameCodec {
                 guard refs.count == 1, refs[0].length >= 0 else { throw ProtocolError(.invalidField, "blob of \(doc) needs a digest and a length") }
                 body = .blob(refs[0])
             } else {
-                throw ProtocolError(.malformed, "rev of \(doc) has neither deleted, body nor blob")
+                throw ProtocolError(.malformed, "rev of \(doc) has neither deleted, body, delta nor blob")
             }
             return .rev(doc: doc, rev: rev, history: history, sequence: try r.sequence("sequence"), body: body)
         case "norev":

@@ -78,6 +78,15 @@ public enum RevisionBody: Sendable, Equatable {
     case json(JSONValue)
     /// A file document's body: a blob the receiver fetches with `getAttachment` if missing.
     case blob(BlobReference)
+    /// A JSON document's body as a delta (`JSONDelta`) against `base`, a revision the
+    /// receiver said it has; only when both sides agreed on the `delta` feature.
+    case delta(base: RevisionID, delta: JSONValue)
+}
+
+/// Optional features negotiated in `hello`.
+public enum ProtocolFeature {
+    /// Delta sync: `rev` may carry a JSON body as a delta against a revision the receiver has.
+    public static let delta = "delta"
 }
 
 /// A request: something one peer asks of the other. Named and shaped after Couchbase Lite's

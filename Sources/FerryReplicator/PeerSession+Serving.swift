@@ -178,24 +178,11 @@ extension PeerSession {
         guard !wanted.isEmpty else { return }
         update { $0.revisionsWanted += wanted.count }
         let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }
-        let revs: [Request?] = await shared.perform { store in
-            asked.map { doc, rev, known -> Request? in
-                guard let node = store.index[doc]?.nodes[rev] else { return nil }
-                let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
-                let body: RevisionBody
-                if node.deleted {
-                    body = .deleted
-                } else if doc.kind == .json {
-                    guard let value = try? store.jsonBody(of: node, doc: doc) else { return nil }
-                    body = .json(value)
-                } else {
-                    guard let object = node.object else { return nil }
-                    body = .blob(BlobReference(digest: object, length: node.size, contentType: nil))
-                }
-                return .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body)
-            }
+        let deltas = usesDeltas
+        let revs: [OutgoingRevision?] = await shared.perform { store in
+            asked.map { doc, rev, known in Self.outgoing(doc, rev, knownByPeer: known, deltas: deltas, store) }
         }
-        var waiting: [(DocumentID, AsyncStream<Response>)] = []
+        var waiting: [(OutgoingRevision, AsyncStream<Response>)] = []
         for (i, rev) in revs.enumerated() {
             guard let rev else {
                 // Compacted or damaged since it was announced: say so instead of stalling.
@@ -204,16 +191,22 @@ extension PeerSession {
                 update { $0.revisionsFailed += 1 }
                 continue
             }
-            waiting.append((asked[i].0, try await send(rev).response))
+            waiting.append((rev, try await send(rev.request).response))
         }
         var transientFailure: String?
-        for (doc, stream) in waiting {
-            let response = try await response(stream, to: "rev")
+        for (rev, stream) in waiting {
+            var response = try await response(stream, to: "rev")
+            if case .error(Self.deltaRefusedStatus, let message) = response, let full = rev.fullBody {
+                // The receiver could not use the delta (its base is gone, or it did not
+                // reproduce the revision): send the whole body instead.
+                logger.info("delta refused; sending the whole body", metadata: ["doc": "\(rev.doc)", "reason": "\(message)"])
+                response = try await request(full)
+            }
             if case let .error(status, message) = response {
                 update { $0.revisionsFailed += 1 }
-                logger.warning("peer refused a revision", metadata: ["doc": "\(doc)", "status": "\(status)", "error": "\(message)"])
+                logger.warning("peer refused a revision", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
                 if status == 403 { throw ReplicationError("the peer refused the push (403): \(message)", kind: .permanent) }
-                if status >= 500 { transientFailure = "the peer could not store \(doc) (\(status)): \(message)" }
+                if status >= 500 { transientFailure = "the peer could not store \(rev.doc) (\(status)): \(message)" }
             } else {
                 update { $0.revisionsSent += 1 }
             }
@@ -221,6 +214,36 @@ extension PeerSession {
         // A peer that could not store a revision (a full disk) gets it again on the next
         // attempt: the checkpoint must not move past it.
         if let transientFailure { throw ReplicationError(transientFailure) }
+    }
+
+    /// The status a receiver answers a delta it cannot use with; the sender then sends the
+    /// whole body.
+    static let deltaRefusedStatus = 422
+
+    /// The `rev` to send for `rev` of `doc`, and for a delta the whole-body `rev` to fall back
+    /// on; nil when its body is no longer here. With `deltas`, a JSON body goes as a delta
+    /// against the best revision the peer said it has (`knownByPeer`), when that is smaller.
+    static func outgoing(_ doc: DocumentID, _ rev: RevisionID, knownByPeer known: [RevisionID], deltas: Bool,
+                         _ store: FolderStore) -> OutgoingRevision? {
+        guard let tree = store.index[doc], let node = tree.nodes[rev] else { return nil }
+        let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
+        func request(_ body: RevisionBody) -> Request { .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body) }
+        if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted)) }
+        guard doc.kind == .json else {
+            guard let object = node.object else { return nil }
+            return OutgoingRevision(doc: doc, request: request(.blob(BlobReference(digest: object, length: node.size, contentType: nil))))
+        }
+        guard let value = try? store.jsonBody(of: node, doc: doc) else { return nil }
+        let whole = request(.json(value))
+        // Known revisions come best first (the peer's current one leads).
+        if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),
+           let baseValue = try? store.jsonBody(of: base, doc: doc) {
+            let delta = JSONDelta.make(from: baseValue, to: value)
+            if delta.canonicalBytes.count < node.size {
+                return OutgoingRevision(doc: doc, request: request(.delta(base: base.rev, delta: delta)), fullBody: whole)
+            }
+        }
+        return OutgoingRevision(doc: doc, request: whole)
     }
 
     // MARK: Blobs
@@ -290,6 +313,13 @@ extension PeerSession {
     /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
     /// the revision with its body, through the drain task's next group.
     func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody) async -> Result<[LogEntry], ReceiveFailure> {
+        var body = body
+        if case let .delta(base, delta) = body {
+            switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first) {
+            case .success(let value): body = .json(value)
+            case .failure(let failure): return .failure(failure)
+            }
+        }
         var object: BlobDigest?
         var size = 0
         var jsonBody: [UInt8]?
@@ -306,6 +336,8 @@ extension PeerSession {
                 if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
                 object = ref.digest
                 size = ref.length
+            case .delta:
+                preconditionFailure("expanded above")
             }
         } catch let error as StoreError {
             if error.code == .corrupt {
@@ -337,6 +369,28 @@ extension PeerSession {
         return result.mapError { ReceiveFailure($0) }
     }
 
+    /// The body a delta makes of its base revision here, checked against the revision id (a
+    /// pure function of parent and body): a delta that does not rebuild exactly the revision
+    /// announced is refused, and the sender sends the whole body.
+    func expand(_ delta: JSONValue, base: RevisionID, doc: DocumentID, rev: RevisionID, parent: RevisionID?) async -> Result<JSONValue, ReceiveFailure> {
+        let baseValue: JSONValue? = await shared.perform { store in
+            guard let node = store.index[doc]?.nodes[base], !node.deleted, node.object != nil else { return nil }
+            return try? store.jsonBody(of: node, doc: doc)
+        }
+        guard let baseValue else {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta source \(doc)@\(base) is not here"))
+        }
+        let value: JSONValue
+        do { value = try JSONDelta.apply(delta, to: baseValue) } catch {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not apply: \(error)"))
+        }
+        guard case .object = value,
+              RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(value.canonicalBytes)) == rev else {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not rebuild that revision"))
+        }
+        return .success(value)
+    }
+
     /// Applies what the inbox holds, a group at a time, until the connection closes.
     func drainInbox(_ signal: AsyncStream<Void>) async {
         for await _ in signal {
@@ -353,6 +407,13 @@ extension PeerSession {
             for (item, result) in zip(group, results) { item.done.resume(returning: result) }
         }
     }
+}
+
+/// A `rev` ready to send, and for a delta the whole-body `rev` to send if the peer refuses it.
+struct OutgoingRevision: Sendable {
+    var doc: DocumentID
+    var request: Request
+    var fullBody: Request?
 }
 
 /// Why a received revision was not stored, with the status answered to the peer.

@@ -36,6 +36,8 @@ public struct ReplicationStats: Sendable, Equatable {
     public var pullCaughtUp = false
     /// True once the push has caught up with this folder (since its last new change).
     public var pushCaughtUp = false
+    /// Message bytes sent and received (WebSocket payloads, without framing or TLS).
+    public var bytesSent = 0, bytesReceived = 0
 
     /// Revisions done (received, sent or failed): the progress count.
     public var revisionsDone: Int { revisionsReceived + revisionsSent + revisionsFailed }
@@ -99,8 +101,10 @@ public actor PeerSession {
 
     /// A session over `transport` for the shared folder. The active side names the
     /// `remoteDatabase` it wants (its URL's path); the passive side serves its own folder's name.
+    /// `features` are those this side offers in `hello` (`ProtocolFeature`); those both sides
+    /// offer are used.
     public init(transport: MessageTransport, shared: SharedStore, role: ConnectionStateMachine.Role,
-                remoteDatabase: String? = nil, readOnly: Bool = false, logger: Logger,
+                remoteDatabase: String? = nil, readOnly: Bool = false, features: [String] = [], logger: Logger,
                 onProgress: (@Sendable (ReplicationStats) -> Void)? = nil) {
         self.transport = transport
         self.shared = shared
@@ -109,8 +113,11 @@ public actor PeerSession {
         self.readOnly = readOnly
         self.onProgress = onProgress
         let database = role == .active ? (remoteDatabase ?? shared.info.name) : shared.info.name
-        self.machine = ConnectionStateMachine(role: role, localPeer: shared.info.id, database: database)
+        self.machine = ConnectionStateMachine(role: role, localPeer: shared.info.id, database: database, features: features)
     }
+
+    /// True when both sides agreed on delta sync.
+    var usesDeltas: Bool { machine.agreedFeatures.contains(ProtocolFeature.delta) }
 
     /// The peer's id once `hello` has been exchanged.
     public var remotePeer: String? { machine.remotePeer }
@@ -132,8 +139,12 @@ public actor PeerSession {
             for await message in transport.inbound {
                 let action: ConnectionStateMachine.Action
                 switch message {
-                case .text(let bytes): action = machine.receiveText(bytes)
-                case .binary(let bytes): action = machine.receiveBinary(bytes)
+                case .text(let bytes):
+                    stats.bytesReceived += bytes.count
+                    action = machine.receiveText(bytes)
+                case .binary(let bytes):
+                    stats.bytesReceived += bytes.count
+                    action = machine.receiveBinary(bytes)
                 }
                 switch action {
                 case .none: break
@@ -225,6 +236,9 @@ public actor PeerSession {
     func write(_ message: TransportMessage) async throws {
         let previous = lastWrite
         let transport = self.transport
+        switch message {
+        case .text(let bytes), .binary(let bytes): stats.bytesSent += bytes.count
+        }
         let current = Task {
             _ = await previous?.result  // a failed write before this one fails this one on its own
             switch message {

@@ -55,6 +55,8 @@ public struct ReplicatorConfiguration: Sendable {
     public var firstAttemptWait: Duration = .milliseconds(500)
     /// Replicate only these documents (nil: all).
     public var docIDs: [DocumentID]?
+    /// Offer delta sync (used when the listener has it on too).
+    public var deltaSync = true
 
     /// A configuration for the peer at `url` serving `remoteDatabase`.
     public init(url: String, remoteDatabase: String) {
@@ -150,11 +152,24 @@ public final class Replicator: Sendable {
     /// ends first (always, for a continuous one).
     private func runSession(on transport: MessageTransport, opened: () -> Void) async throws {
         let session = PeerSession(transport: transport, shared: shared, role: .active,
-                                  remoteDatabase: configuration.remoteDatabase, logger: logger) { [weak self] stats in
+                                  remoteDatabase: configuration.remoteDatabase,
+                                  features: configuration.deltaSync ? [ProtocolFeature.delta] : [], logger: logger) { [weak self] stats in
             self?.progress(stats)
         }
         let configuration = self.configuration
         defer { finished.withLock { $0 = state.withLock { $0.totals } } }
+        // The byte counts change with every message and are not reported as they go: take
+        // them (and the rest) once more when the session ends, however it ends.
+        do {
+            try await runSession(session, configuration, opened: opened)
+        } catch {
+            progress(await session.stats)
+            throw error
+        }
+        progress(await session.stats)
+    }
+
+    private func runSession(_ session: PeerSession, _ configuration: ReplicatorConfiguration, opened: () -> Void) async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await session.run()
@@ -202,6 +217,8 @@ public final class Replicator: Sendable {
             s.totals.blobsReceived += stats.blobsReceived
             s.totals.revisionsFailed += stats.revisionsFailed
             s.totals.revisionsWanted += stats.revisionsWanted
+            s.totals.bytesSent += stats.bytesSent
+            s.totals.bytesReceived += stats.bytesReceived
             let caughtUp = (!direction.pulls || stats.pullCaughtUp) && (!direction.pushes || stats.pushCaughtUp)
             if s.activity == .busy || s.activity == .idle { s.activity = caughtUp ? .idle : .busy }
         }

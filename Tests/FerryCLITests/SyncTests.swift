@@ -130,6 +130,43 @@ import Testing
         listener.stop()
     }
 
+    /// `ferry sync --json`'s byte counts and the revisions it received.
+    func syncFigures(_ url: String, in folder: String) throws -> (received: Int, bytes: Int) {
+        let r = try FerryProcess.ferry(["sync", url, "--pull", "--json"], in: folder)
+        #expect(r.status == 0, "\(r.stderr)")
+        let o = try JSONParser.parse(Array(r.stdoutData))
+        return (o["revisions_received"]?.intValue ?? -1, (o["bytes_sent"]?.intValue ?? 0) + (o["bytes_received"]?.intValue ?? 0))
+    }
+
+    @Test func withDeltaSyncAOneFieldEditOfA1MBDocumentCrossesInUnder2KB() throws {
+        let tmp = TemporaryDirectory()
+        let a = tmp.appending("a"), b = tmp.appending("b"), c = tmp.appending("c")
+        for f in [a, b, c] { try initFolder(f) }
+        // ~1 MB: 5,000 items, pretty-printed by jq as a person's editor would keep it.
+        let made = try FerryProcess.shell(#"jq -n '{title: "stock", items: [range(5000) | {name: "item \(.)", count: ., note: ("n" * 170)}]}' > list.json"#, in: a)
+        #expect(made.status == 0, "\(made.stderr)")
+        let withDelta = try serve(a, ["--delta-sync"])
+        let url = try #require(withDelta.url)
+        #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
+        #expect(try syncFigures(url, in: b).bytes > 1_000_000)  // the first copy is whole
+        #expect(try syncFigures(url, in: c).bytes > 1_000_000)
+
+        // One field of one item, changed by sed in place.
+        #expect(try FerryProcess.shell(#"sed -i 's/"count": 2345,/"count": -1,/' list.json"#, in: a).status == 0)
+        #expect(eventually(10) { RevisionLogReader.lines(a).count == 2 })
+        let delta = try syncFigures(url, in: b)
+        #expect(delta.received == 1 && delta.bytes < 2048, "\(delta)")
+        #expect(FolderComparison.differences(a, b).isEmpty)
+        withDelta.stop()
+
+        // The same edit from a listener without --delta-sync: the whole document.
+        let plain = try serve(a)
+        let whole = try syncFigures(try #require(plain.url), in: c)
+        #expect(whole.received == 1 && whole.bytes > 1_000_000, "\(whole)")
+        #expect(FolderComparison.differences(a, c).isEmpty)
+        plain.stop()
+    }
+
     @Test func concurrentOfflineEditsMergeAndTheLogsStopGrowing() throws {
         let tmp = TemporaryDirectory()
         let a = tmp.appending("a"), b = tmp.appending("b")

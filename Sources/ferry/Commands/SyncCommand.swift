@@ -162,10 +162,12 @@ struct ProgressReporter: Sendable {
         clearLine()
         if json {
             printJSON(["url": .string(url), "revisions_received": .int(totals.revisionsReceived), "revisions_sent": .int(totals.revisionsSent),
-                       "blobs_received": .int(totals.blobsReceived), "revisions_failed": .int(totals.revisionsFailed)])
+                       "blobs_received": .int(totals.blobsReceived), "revisions_failed": .int(totals.revisionsFailed),
+                       "bytes_sent": .int(totals.bytesSent), "bytes_received": .int(totals.bytesReceived)])
         } else {
             print("up to date with \(url): received \(totals.revisionsReceived), sent \(totals.revisionsSent) revisions, \(totals.blobsReceived) blobs"
-                  + (totals.revisionsFailed > 0 ? ", \(totals.revisionsFailed) failed" : ""))
+                  + (totals.revisionsFailed > 0 ? ", \(totals.revisionsFailed) failed" : "")
+                  + " (\(totals.bytesSent) bytes sent, \(totals.bytesReceived) received)")
         }
     }
 }

@@ -28,6 +28,9 @@ struct ListenerOptions: ParsableArguments {
     @Flag(help: "Peers may pull from this folder but not push to it.")
     var readOnly = false
 
+    @Flag(help: "Let peers send a changed JSON document as a delta against a revision this folder has (they negotiate it).")
+    var deltaSync = false
+
     @Flag(help: "Accept no connections: watch and replicate with the --peer URLs only.")
     var noListen = false
 
@@ -52,6 +55,7 @@ struct ListenerOptions: ParsableArguments {
         options.port = port
         options.interface = interface
         options.readOnly = readOnly
+        options.deltaSync = deltaSync
         options.tls = tls
         if let clientCa {
             do { options.clientRoots = try TrustedRoots(pemFile: absolute(clientCa)) } catch { throw CLIError("--client-ca: \(error)") }
