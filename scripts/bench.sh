@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
+SETUP_NO_BUILD=1 bash scripts/setup.sh   # Debian packages (jq, rsync…) if missing
 swift build -c release 2>&1 | tail -n 1
 sync
 exec .build/release/ferry-bench "$@"

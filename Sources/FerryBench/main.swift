@@ -56,6 +56,18 @@ func highWaterRSS(_ pid: pid_t) -> Int {
 
 func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) }
 
+/// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures.
+func rsync(_ source: String, _ destination: String, _ extra: [String] = []) throws -> ChildRun {
+    let run = try measure("/usr/bin/rsync", ["-a", "--fsync"] + extra + [source + "/", destination + "/"])
+    guard run.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: ["rsync": run.output]) }
+    return run
+}
+
+/// "   [rsync -a --fsync 1.23 s; ferry/rsync 0.45]"
+func versusRsync(_ ferry: Double, _ rsync: Double, unit: String = "s") -> String {
+    String(format: "   [rsync -a --fsync %.2f %@; ferry/rsync %.2f]", rsync, unit, ferry / rsync)
+}
+
 let arguments = CommandLine.arguments
 let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? arguments[0]
 
@@ -99,8 +111,10 @@ let sync = try measure("/bin/sync", [])
 _ = sync
 let initRun = try measure(ferry, ["init", source])
 guard initRun.status == 0 else { print("init failed: \(initRun.output)"); exit(1) }
+let rsyncCopy = try rsync(source + "/docs", work + "/rsync-10k")
 print(String(format: "init %d x 1 KiB JSON files:   %.2f s  = %.0f files/s   (goal >= 5000/s)   peak RSS %@",
-             fileCount, initRun.seconds, Double(fileCount) / initRun.seconds, mib(initRun.peakRSSKiB)))
+             fileCount, initRun.seconds, Double(fileCount) / initRun.seconds, mib(initRun.peakRSSKiB))
+      + versusRsync(initRun.seconds, rsyncCopy.seconds) + " (a durable copy)")
 
 // 2. Open a folder whose log holds M revisions (1,000 documents × M/1,000 edits each).
 let big = work + "/big"
@@ -151,8 +165,8 @@ final class AgentChild {
     }
 
     /// Starts a listener on 127.0.0.1 and returns it with its URL (from its "listening" log line).
-    static func listener(_ folder: String, tls: Bool) throws -> (AgentChild, String) {
-        let child = try AgentChild(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", tls ? "anonymous" : "off"])
+    static func listener(_ folder: String, tls: Bool, extra: [String] = []) throws -> (AgentChild, String) {
+        let child = try AgentChild(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", tls ? "anonymous" : "off"] + extra)
         _ = child.waitFor("urls=")
         let line = String(decoding: child.lastLine, as: UTF8.self)
         guard let start = line.range(of: "urls=") else { throw CocoaError(.fileReadUnknown) }
@@ -234,8 +248,12 @@ if startupFiles > 0 {
         starts.append(Double(t1 - t0) / 1e9)
         agent.stop()
     }
-    print(String(format: "startup of a %d-file folder, nothing changed: %.2f s (best of %d; goal < 1 s; its init took %.1f s)",
-                 startupFiles, starts.min() ?? -1, starts.count, initStartup.seconds))
+    // rsync's equivalent: a run between two copies with nothing to do (it stats every file).
+    _ = try rsync(startup, work + "/rsync-startup", ["--exclude", ".ferry"])
+    let rsyncNoop = (0..<3).compactMap { _ in try? rsync(startup, work + "/rsync-startup", ["--exclude", ".ferry"]).seconds }.min() ?? .nan
+    print(String(format: "restart of a %d-document folder, nothing changed: %.2f s (best of %d; goal <= 1 s; its init took %.1f s)",
+                 startupFiles, starts.min() ?? -1, starts.count, initStartup.seconds)
+          + versusRsync(starts.min() ?? .nan, rsyncNoop) + " (rsync with nothing to copy)")
 }
 
 // 5. Replication over ws:// on 127.0.0.1, with fsync on both sides.
@@ -267,7 +285,27 @@ final class RenameWatch {
     deinit { close(fd) }
 }
 
-func replicationFigures(tls: Bool) throws {
+/// rsync's side of the replication figures, measured once: one run after an edit of one
+/// file (no watching: the transfer alone), the N documents, the 200 MiB file.
+struct RsyncFigures {
+    var editP50 = Double.nan, editP99 = Double.nan, documents = Double.nan, bigFile = Double.nan
+}
+var rsyncFigures = RsyncFigures()
+do {
+    let left = work + "/rsync-edit-left", right = work + "/rsync-edit-right"
+    _ = try measure(ferry, ["init", "--sample", left])
+    _ = try rsync(left, right, ["--exclude", ".ferry"])
+    var runs: [Double] = []
+    for i in 0..<min(editCount, 30) {
+        _ = try saveEdit(i, in: left)
+        runs.append(try rsync(left, right, ["--exclude", ".ferry"]).seconds * 1000)
+    }
+    rsyncFigures.editP50 = percentile(runs, 0.5)
+    rsyncFigures.editP99 = percentile(runs, 0.99)
+    rsyncFigures.documents = rsyncCopy.seconds
+}
+
+@MainActor func replicationFigures(tls: Bool) throws {
     let scheme = tls ? "wss://" : "ws://"
     let trust = tls ? ["--accept-self-signed"] : []
     do {
@@ -287,8 +325,9 @@ func replicationFigures(tls: Bool) throws {
         remote.append(Double(t1 - t0) / 1e6)
         usleep(5_000)
     }
-    print(String(format: "edit -> file on the other side over %@, %d edits: p50 %.2f ms, p99 %.2f ms   (goal p50 <= 15 ms)   peak RSS %@ / %@",
-                 scheme, remote.count, percentile(remote, 0.5), percentile(remote, 0.99), mib(listener.peakRSSKiB), mib(replicator.peakRSSKiB)))
+    print(String(format: "edit -> file on the other side over %@, %d edits: p50 %.2f ms, p99 %.2f ms   (goal p50 <= 10 ms, p99 <= 50 ms)   peak RSS %@ / %@",
+                 scheme, remote.count, percentile(remote, 0.5), percentile(remote, 0.99), mib(listener.peakRSSKiB), mib(replicator.peakRSSKiB))
+          + versusRsync(percentile(remote, 0.5), rsyncFigures.editP50, unit: "ms") + " (p50; one rsync run after the edit, no watching)")
     replicator.stop()
     listener.stop()
 }
@@ -300,8 +339,9 @@ do {
     _ = try measure(ferry, ["init", target])
     let run = try measure(ferry, ["sync", url, "--pull", "-C", target] + trust)
     guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
-    print(String(format: "initial sync over %@ of %d x 1 KiB documents: %.2f s   (goal <= 3 s)   peak RSS listener %@, replicator %@",
-                 scheme, fileCount, run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB)))
+    print(String(format: "initial sync over %@ of %d x 1 KiB documents: %.2f s   (goal <= 2 s)   peak RSS listener %@, replicator %@   (goal <= 60 MiB)",
+                 scheme, fileCount, run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB))
+          + versusRsync(run.seconds, rsyncFigures.documents))
     listener.stop()
 }
 
@@ -312,14 +352,75 @@ do {
     _ = try measure("/bin/sh", ["-c", "head -c 209715200 /dev/urandom > \(bigSource)/big.bin"])
     _ = try measure(ferry, ["init", bigSource])
     _ = try measure(ferry, ["init", bigTarget])
+    if rsyncFigures.bigFile.isNaN {
+        rsyncFigures.bigFile = try rsync(bigSource, work + "/rsync-big", ["--exclude", ".ferry"]).seconds
+        try? FileManager.default.removeItem(atPath: work + "/rsync-big")
+    }
     let (listener, url) = try AgentChild.listener(bigSource, tls: tls)
     let run = try measure(ferry, ["sync", url, "--pull", "-C", bigTarget] + trust)
     guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
-    print(String(format: "one 200 MiB file over %@: %.2f s = %.0f MiB/s   (goal <= 1.5 s)   peak RSS listener %@, replicator %@",
-                 scheme, run.seconds, 200 / run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB)))
+    print(String(format: "one 200 MiB file over %@: %.2f s = %.0f MiB/s   (goal <= 1 s)   peak RSS listener %@, replicator %@",
+                 scheme, run.seconds, 200 / run.seconds, mib(listener.peakRSSKiB), mib(run.peakRSSKiB))
+          + versusRsync(run.seconds, rsyncFigures.bigFile))
     listener.stop()
+    try? FileManager.default.removeItem(atPath: bigSource)
+    try? FileManager.default.removeItem(atPath: bigTarget)
 }
 }
 
 try replicationFigures(tls: false)
 try replicationFigures(tls: true)
+
+// 6. Bytes on the wire for a one-field edit of a 1 MB JSON document, with and without delta
+// sync (message payloads as `ferry sync --json` counts them, both directions, the whole
+// session: hello, checkpoints, changes and the revision).
+do {
+    let left = work + "/delta-left", right = work + "/delta-right"
+    _ = try measure(ferry, ["init", left, "--name", "bench"])
+    _ = try measure(ferry, ["init", right, "--name", "bench"])
+    func list(edited: Int?, to value: Int = -1) -> Data {
+        let items = (0..<5000).map { i in
+            "    {\"name\": \"item \(i)\", \"count\": \(i == edited ? value : i), \"note\": \"\(String(repeating: "n", count: 170))\"}"
+        }
+        return Data("{\n  \"title\": \"stock\",\n  \"items\": [\n\(items.joined(separator: ",\n"))\n  ]\n}\n".utf8)
+    }
+    func write(_ data: Data) throws {
+        try data.write(to: URL(fileURLWithPath: left + "/.list.tmp"))
+        rename(left + "/.list.tmp", left + "/list.json")
+    }
+    func pulled(_ url: String) throws -> Int {
+        let run = try measure(ferry, ["sync", url, "--pull", "--json", "-C", right])
+        guard run.status == 0, let o = try? JSONParser.parse(Array(run.output.utf8)),
+              let sent = o["bytes_sent"]?.intValue, let received = o["bytes_received"]?.intValue else {
+            print("sync failed: \(run.output)")
+            return -1
+        }
+        return sent + received
+    }
+    try write(list(edited: nil))
+    let size = list(edited: nil).count
+    var figures: [Bool: Int] = [:]
+    for delta in [true, false] {
+        let (listener, url) = try AgentChild.listener(left, tls: false, extra: delta ? ["--delta-sync"] : [])
+        _ = try pulled(url)  // the right side has the current revision
+        try write(list(edited: 2345, to: delta ? -1 : -2))
+        _ = listener.waitFor("recorded revision")
+        figures[delta] = try pulled(url)
+        listener.stop()
+    }
+    // rsync's delta-transfer algorithm (on for local copies only when asked: --no-whole-file).
+    let rsyncLeft = work + "/rsync-delta-left", rsyncRight = work + "/rsync-delta-right"
+    try FileManager.default.createDirectory(atPath: rsyncLeft, withIntermediateDirectories: true)
+    try list(edited: nil).write(to: URL(fileURLWithPath: rsyncLeft + "/list.json"))
+    _ = try rsync(rsyncLeft, rsyncRight)
+    try list(edited: 2345).write(to: URL(fileURLWithPath: rsyncLeft + "/list.json"))
+    let stats = try rsync(rsyncLeft, rsyncRight, ["--no-whole-file", "--stats"]).output
+    func statistic(_ name: String) -> Int {
+        let line = stats.split(separator: "\n").first { $0.hasPrefix(name) } ?? ""
+        return Int(line.dropFirst(name.count).filter(\.isNumber)) ?? -1
+    }
+    let rsyncBytes = statistic("Total bytes sent:") + statistic("Total bytes received:")
+    print(String(format: "one-field edit of a %.1f MB JSON document, bytes on the wire: %d with delta sync (goal <= 2048), %d without",
+                 Double(size) / 1e6, figures[true] ?? -1, figures[false] ?? -1)
+          + "   [rsync --no-whole-file: \(rsyncBytes) bytes]")
+}
