@@ -18,7 +18,7 @@ public struct CloseReason: Sendable, Equatable, CustomStringConvertible {
 
 /// An open WebSocket to a peer, as async values: everything NIO stays behind this type.
 /// Incoming messages arrive on `inbound` (which finishes when the connection closes);
-/// `send` writes one frame; `close` sends a close frame and waits for the connection to end.
+/// `enqueue` (or `send`) writes one frame; `close` sends a close frame and waits for the connection to end.
 public final class PeerConnection: MessageTransport {
     /// Incoming messages, in order.
     public let inbound: AsyncStream<WebSocketMessage>
@@ -34,19 +34,14 @@ public final class PeerConnection: MessageTransport {
         self.remoteDescription = channel.remoteAddress?.description ?? "unknown peer"
     }
 
-    /// Sends a text frame.
-    public func send(text bytes: [UInt8]) async throws {
-        try await write(opcode: .text, bytes)
-    }
-
-    /// Sends a binary frame.
-    public func send(binary bytes: [UInt8]) async throws {
-        try await write(opcode: .binary, bytes)
-    }
-
-    private func write(opcode: WebSocketOpcode, _ bytes: [UInt8]) async throws {
-        let buffer = channel.allocator.buffer(bytes: bytes)
-        try await channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: buffer)).get()
+    /// Queues one WebSocket frame; NIO writes frames in the order they were queued.
+    public func enqueue(_ message: TransportMessage) -> TransportWrite {
+        let (opcode, bytes): (WebSocketOpcode, [UInt8]) = switch message {
+        case .text(let bytes): (.text, bytes)
+        case .binary(let bytes): (.binary, bytes)
+        }
+        let future = channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: channel.allocator.buffer(bytes: bytes)))
+        return TransportWrite { try await future.get() }
     }
 
     /// Sends a close frame with `code` and `reason` and waits (bounded by the peer's answer

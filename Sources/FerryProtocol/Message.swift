@@ -182,11 +182,11 @@ public struct BlobChunk: Sendable, Equatable {
     public var requestNumber: UInt32
     /// True on the final chunk.
     public var isLast: Bool
-    /// The bytes.
-    public var bytes: [UInt8]
+    /// The bytes (a slice: a received chunk is not copied out of its frame).
+    public var bytes: ArraySlice<UInt8>
 
     /// A chunk.
-    public init(requestNumber: UInt32, isLast: Bool, bytes: [UInt8]) {
+    public init(requestNumber: UInt32, isLast: Bool, bytes: ArraySlice<UInt8>) {
         self.requestNumber = requestNumber
         self.isLast = isLast
         self.bytes = bytes
@@ -210,6 +210,6 @@ public struct BlobChunk: Sendable, Equatable {
         guard frame.count >= headerSize else { throw ProtocolError(.malformed, "binary frame shorter than its header") }
         guard frame[4] & ~1 == 0 else { throw ProtocolError(.malformed, "unknown flags in binary frame") }
         let number = UInt32(frame[0]) << 24 | UInt32(frame[1]) << 16 | UInt32(frame[2]) << 8 | UInt32(frame[3])
-        return BlobChunk(requestNumber: number, isLast: frame[4] & 1 == 1, bytes: Array(frame[headerSize...]))
+        return BlobChunk(requestNumber: number, isLast: frame[4] & 1 == 1, bytes: frame[headerSize...])
     }
 }

@@ -11,12 +11,34 @@ public enum TransportMessage: Sendable, Equatable {
 public protocol MessageTransport: Sendable {
     /// Incoming messages, in order; finishes when the connection closes.
     var inbound: AsyncStream<TransportMessage> { get }
-    /// Sends a text message.
-    func send(text: [UInt8]) async throws
-    /// Sends a binary message.
-    func send(binary: [UInt8]) async throws
+    /// Queues a message behind every message queued before it and returns at once: the order
+    /// of the calls is the order on the wire. (It is not `async` on purpose: an async send
+    /// starts off the caller's actor, so two sends from one actor could swap.) Wait on the
+    /// result to know it was sent and to keep the bytes in flight bounded.
+    func enqueue(_ message: TransportMessage) -> TransportWrite
     /// Closes with a code and reason and waits until the connection has ended.
     func close(code: UInt16, reason: String) async
     /// How the connection ended ("1001: listener stopped"); nil while it is open.
     var closeDescription: String? { get }
+}
+
+/// A message queued on a transport.
+public struct TransportWrite: Sendable {
+    private let waiter: @Sendable () async throws -> Void
+
+    /// A write that is sent when `waiter` returns (or has failed when it throws).
+    public init(_ waiter: @escaping @Sendable () async throws -> Void) {
+        self.waiter = waiter
+    }
+
+    /// Waits until the message is sent; throws if it cannot be.
+    public func sent() async throws { try await waiter() }
+}
+
+extension MessageTransport {
+    /// Sends a text message and waits until it is sent.
+    public func send(text: [UInt8]) async throws { try await enqueue(.text(text)).sent() }
+
+    /// Sends a binary message and waits until it is sent.
+    public func send(binary: [UInt8]) async throws { try await enqueue(.binary(binary)).sent() }
 }

@@ -275,7 +275,7 @@ extension PeerSession {
             }
             position += off_t(n)
             remaining -= n
-            let chunk = BlobChunk(requestNumber: UInt32(number), isLast: remaining == 0, bytes: Array(buffer[0..<n]))
+            let chunk = BlobChunk(requestNumber: UInt32(number), isLast: remaining == 0, bytes: buffer[0..<n])
             do { try await write(.binary(chunk.encoded())) } catch { return }
         } while remaining > 0
     }
@@ -323,6 +323,7 @@ extension PeerSession {
         var object: BlobDigest?
         var size = 0
         var jsonBody: [UInt8]?
+        var parsedBody: JSONValue?
         do {
             switch body {
             case .deleted:
@@ -331,6 +332,7 @@ extension PeerSession {
                 for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
                 let bytes = value.canonicalBytes
                 jsonBody = bytes
+                parsedBody = value
                 size = bytes.count
             case .blob(let ref):
                 if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
@@ -356,7 +358,7 @@ extension PeerSession {
         if case .deleted = body { isDeletion = true }
         let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
                                         size: size, origin: machine.remotePeer ?? "peer")
-        let remote = RemoteRevision(incoming: incoming, jsonBody: jsonBody)
+        let remote = RemoteRevision(incoming: incoming, jsonBody: jsonBody, parsedBody: parsedBody)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {

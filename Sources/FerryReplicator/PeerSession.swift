@@ -85,11 +85,6 @@ public actor PeerSession {
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
     var closed = false
-    /// The write handed to the transport last; the next write waits for it. The actor runs
-    /// other tasks at every `await`, and a transport's `send` starts off the actor, so without
-    /// this chain requests numbered 3 and 4 could reach the wire as 4, 3 — which the peer
-    /// rightly refuses (ConnectionStateMachine: request numbers must increase).
-    var lastWrite: Task<Void, Error>?
     /// Why this side closed the connection (a protocol violation or a refused hello).
     var localCloseReason: String?
     /// When true (a `--read-only` listener), the peer may pull but every push is refused.
@@ -231,23 +226,15 @@ public actor PeerSession {
         try? await write(.text(FrameCodec.encode(.response(to: number, response))))
     }
 
-    /// Writes one message after every message written before it (in the order of the calls,
-    /// which is the order the state machine numbered them), and waits until it is sent.
+    /// Writes one message after every message written before it, and waits until it is sent.
+    /// The message is queued before the first `await`: the actor runs other tasks at every
+    /// `await`, so queuing later could put requests numbered 3 and 4 on the wire as 4, 3 —
+    /// which the peer rightly refuses (request numbers must increase).
     func write(_ message: TransportMessage) async throws {
-        let previous = lastWrite
-        let transport = self.transport
         switch message {
         case .text(let bytes), .binary(let bytes): stats.bytesSent += bytes.count
         }
-        let current = Task {
-            _ = await previous?.result  // a failed write before this one fails this one on its own
-            switch message {
-            case .text(let bytes): try await transport.send(text: bytes)
-            case .binary(let bytes): try await transport.send(binary: bytes)
-            }
-        }
-        lastWrite = current
-        try await current.value
+        try await transport.enqueue(message).sent()
     }
 
     /// Closes the connection normally.

@@ -19,9 +19,8 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
         self.jitter = jitter
     }
 
-    /// A connected pair. With `jitter`, each send first pauses for a random time up to it, as
-    /// a real network write may: two sends started close together may then finish in either
-    /// order, so a caller that needs an order must wait for one before starting the next.
+    /// A connected pair. With `jitter`, waiting for a write to be sent takes a random time up
+    /// to it, as a real network write may (messages still arrive in the order queued).
     public static func pair(jitter: Duration = .zero) -> (LoopbackTransport, LoopbackTransport) {
         let a = LoopbackTransport(jitter: jitter), b = LoopbackTransport(jitter: jitter)
         a.peer = b
@@ -41,16 +40,13 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
         ownSink.yield(message)
     }
 
-    /// Sends a text message to the other end.
-    public func send(text: [UInt8]) async throws {
-        await pause()
-        try peer?.deliver(.text(text))
-    }
-
-    /// Sends a binary message to the other end.
-    public func send(binary: [UInt8]) async throws {
-        await pause()
-        try peer?.deliver(.binary(binary))
+    /// Delivers a message to the other end at once.
+    public func enqueue(_ message: TransportMessage) -> TransportWrite {
+        let result = Result { try peer?.deliver(message) }
+        return TransportWrite { [self] in
+            await pause()
+            try result.get()
+        }
     }
 
     /// Closes both ends with `code` and `reason`.

@@ -31,8 +31,10 @@ import FerryTesting
             self.rewrite = rewrite
         }
         var inbound: AsyncStream<TransportMessage> { inner.inbound }
-        func send(text: [UInt8]) async throws { try await inner.send(text: rewrite(text)) }
-        func send(binary: [UInt8]) async throws { try await inner.send(binary: binary) }
+        func enqueue(_ message: TransportMessage) -> TransportWrite {
+            guard case .text(let bytes) = message else { return inner.enqueue(message) }
+            return inner.enqueue(.text(rewrite(bytes)))
+        }
         func close(code: UInt16, reason: String) async { await inner.close(code: code, reason: reason) }
         var closeDescription: String? { inner.closeDescription }
     }

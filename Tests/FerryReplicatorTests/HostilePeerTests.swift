@@ -81,7 +81,7 @@ import FerryTesting
                                             body: .blob(BlobReference(digest: promised, length: 14, contentType: nil))))
             case .request(let n, _, .getAttachment):
                 try await peer.respond(n, .attachment(length: 14))
-                try await theirs.send(binary: BlobChunk(requestNumber: UInt32(n), isLast: true, bytes: Array("fake bytes!!!!".utf8)).encoded())
+                try await theirs.send(binary: BlobChunk(requestNumber: UInt32(n), isLast: true, bytes: Array("fake bytes!!!!".utf8)[...]).encoded())
             default:
                 break
             }

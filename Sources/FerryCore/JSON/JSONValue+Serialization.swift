@@ -89,19 +89,28 @@ enum JSONWriter {
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case 0x22: out += [0x5C, 0x22]
-            case 0x5C: out += [0x5C, 0x5C]
-            case 0x08: out += [0x5C, UInt8(ascii: "b")]
-            case 0x09: out += [0x5C, UInt8(ascii: "t")]
-            case 0x0A: out += [0x5C, UInt8(ascii: "n")]
-            case 0x0C: out += [0x5C, UInt8(ascii: "f")]
-            case 0x0D: out += [0x5C, UInt8(ascii: "r")]
-            case 0..<0x20:
-                out += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]]
-            default: out.append(b)
+        var s = s
+        s.withUTF8 { bytes in
+            // Runs of bytes that need no escape (nearly all of them) are copied whole.
+            var start = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                if start < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i])) }
+                start = i + 1
+                switch b {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x08: out += [0x5C, UInt8(ascii: "b")]
+                case 0x09: out += [0x5C, UInt8(ascii: "t")]
+                case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+                case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+                case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+                default:
+                    out += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]]
+                }
             }
+            if start < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
         }
         out.append(UInt8(ascii: "\""))
     }

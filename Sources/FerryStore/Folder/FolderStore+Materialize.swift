@@ -20,31 +20,38 @@ extension FolderStore {
     /// Applies a peer's revision: records any unrecorded local edit of the document first, so
     /// that it takes part in conflict resolution instead of being overwritten; inserts the
     /// revision (and resolves conflicts); then writes the current revision to disk.
+    /// `parsedBody` is the JSON value of `incoming.object` when the caller has it (it wrote the
+    /// object from that value's canonical bytes): the store then neither reads nor parses it
+    /// again, to check it or to write the file.
     @discardableResult
-    public func applyRemote(_ incoming: IncomingRevision) throws(StoreError) -> [LogEntry] {
+    public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
         let fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
-        let entries = try insertRemote(incoming)
+        let entries = try insertRemote(incoming, parsedBody: parsedBody)
         if case .unreadable = outcome { return entries }
         if outcome == .changing { return entries }
-        _ = try materialize(doc, expecting: fingerprint)
+        let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
+        _ = try materialize(doc, expecting: fingerprint, knownBody: known)
         return entries
     }
 
     /// Makes the file of `doc` show its current revision, atomically (temp file in the same
     /// directory, fsync, rename, fsync the directory). `expecting` is the file's fingerprint
     /// when its content was last recorded; if the file changed since, it is left alone.
-    public func materialize(_ doc: DocumentID, expecting: FileFingerprint?) throws(StoreError) -> MaterializeOutcome {
+    /// `knownBody` is a JSON body the caller already has parsed, with its object's digest; it
+    /// is used when that is the current revision's body.
+    public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
+                            knownBody: (object: BlobDigest, body: JSONValue)? = nil) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         guard let current = current(doc), !current.deleted else {
             guard expecting != nil else { return .upToDate }
             statCache.set(doc, nil)
             try FileSystem.unlink(path)
-            if objects.batch == nil { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
+            if let batch = objects.batch { batch.filesWritten = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
             removeEmptyDirectories(above: doc)
             return .removed
         }
@@ -57,12 +64,13 @@ extension FolderStore {
             defer { close(fd) }
             switch doc.kind {
             case .json:
-                try FileSystem.writeAll(fd, try jsonBody(of: current, doc: doc).prettyBytes, path: temp)
+                let body = knownBody?.object == current.object ? knownBody!.body : try jsonBody(of: current, doc: doc)
+                try FileSystem.writeAll(fd, body.prettyBytes, path: temp)
             case .file:
                 try copyObject(current.object!, to: fd, path: temp)
             }
             // In a batch, the batch's syncfs (before its log lines) makes the file durable.
-            if objects.batch == nil { try FileSystem.sync(fd, path: temp) }
+            if let batch = objects.batch { batch.filesWritten = true } else { try FileSystem.sync(fd, path: temp) }
             // Last look before the rename: an edit that landed meanwhile wins.
             guard FileFingerprint.of(path) == expecting else {
                 unlink(temp)
@@ -83,9 +91,7 @@ extension FolderStore {
     private func copyObject(_ digest: BlobDigest, to out: Int32, path: String) throws(StoreError) {
         let input = try objects.open(digest)
         defer { close(input) }
-        try FileSystem.forEachChunk(of: input, path: objects.location(of: digest), chunkSize: ObjectStore.chunkSize) { (chunk) throws(StoreError) in
-            try FileSystem.writeAll(out, chunk, path: path)
-        }
+        try FileSystem.copyAll(from: input, to: out, path: path)
     }
 
     /// Removes the directories a deletion left empty, up to (not including) the folder.

@@ -33,12 +33,13 @@ extension FolderStore {
     /// Adds a peer's revision (with the history it came with) and closes any conflict it
     /// opens, per SPEC §2. Returns every entry recorded: the revision itself, and the merged
     /// revision and/or the deletion that close the conflict. A revision already known is a no-op.
+    /// `parsedBody`: as in `applyRemote`.
     @discardableResult
-    public func insertRemote(_ incoming: IncomingRevision) throws(StoreError) -> [LogEntry] {
+    public func insertRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         let tree = index[doc] ?? RevisionTree()
         if let known = tree.nodes[incoming.rev], known.seq != 0 { return [] }
-        try validate(incoming)
+        try validate(incoming, parsedBody: parsedBody)
         // Ancestors the tree lacks, up to and including the first one it knows (so the new
         // branch is linked to the known tree).
         var ancestors: [RevisionID] = []
@@ -55,7 +56,7 @@ extension FolderStore {
         return [entry] + (try resolveConflicts(doc))
     }
 
-    private func validate(_ r: IncomingRevision) throws(StoreError) {
+    private func validate(_ r: IncomingRevision, parsedBody: JSONValue?) throws(StoreError) {
         func reject(_ why: String) -> StoreError { StoreError(.invalidInput, "rejected \(r.doc)@\(r.rev) from \(r.origin): \(why)") }
         var expected = r.rev.generation - 1
         for h in r.history {
@@ -73,11 +74,16 @@ extension FolderStore {
         guard let object = r.object else { throw reject("a live revision needs a body") }
         guard objects.contains(object) else { throw reject("its body \(object) is not stored") }
         if r.doc.kind == .json {
-            let bytes = try objects.read(object)
-            guard let value = try? JSONParser.parse(bytes), case .object = value else {
-                throw reject("the body of a .json document must be a JSON object")
+            let value: JSONValue
+            if let parsedBody {
+                value = parsedBody  // its canonical bytes are the object: canonical by construction
+            } else {
+                let bytes = try objects.read(object)
+                guard let parsed = try? JSONParser.parse(bytes) else { throw reject("the body of a .json document must be a JSON object") }
+                guard parsed.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
+                value = parsed
             }
-            guard value.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
+            guard case .object = value else { throw reject("the body of a .json document must be a JSON object") }
             for ref in (try? value.blobReferences()) ?? [] where !objects.contains(ref.digest) {
                 throw reject("it references blob \(ref.digest), which has not arrived")
             }

@@ -75,7 +75,7 @@ public actor SharedStore {
                     do {
                         var incoming = remote.incoming
                         if let body = remote.jsonBody { incoming.object = try store.objects.write(body) }
-                        results.append(.success(try store.applyRemote(incoming)))
+                        results.append(.success(try store.applyRemote(incoming, parsedBody: remote.jsonBody == nil ? nil : remote.parsedBody)))
                     } catch {
                         results.append(.failure((error as? StoreError) ?? StoreError(.io, "\(error)")))
                     }
@@ -95,16 +95,20 @@ public actor SharedStore {
 }
 
 /// A revision from a peer as the replicator hands it over: its blobs are already stored; a
-/// JSON body comes as its canonical bytes, written by the store inside its batch.
+/// JSON body comes as its canonical bytes, written by the store inside its batch, and as
+/// the value they encode (so the store neither reads nor parses them back).
 public struct RemoteRevision: Sendable {
     /// The revision (for a JSON document, `object` is filled in from `jsonBody`).
     public var incoming: IncomingRevision
     /// The canonical bytes of a JSON body.
     public var jsonBody: [UInt8]?
+    /// The value `jsonBody` encodes, if the caller has it.
+    public var parsedBody: JSONValue?
 
-    /// A revision and its JSON body, if it has one.
-    public init(incoming: IncomingRevision, jsonBody: [UInt8]?) {
+    /// A revision and its JSON body (bytes, and the value they encode), if it has one.
+    public init(incoming: IncomingRevision, jsonBody: [UInt8]?, parsedBody: JSONValue? = nil) {
         self.incoming = incoming
         self.jsonBody = jsonBody
+        self.parsedBody = parsedBody
     }
 }

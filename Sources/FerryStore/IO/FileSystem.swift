@@ -58,6 +58,19 @@ public enum FileSystem {
         }
     }
 
+    /// Copies everything from `input` (at its offset) to `output` inside the kernel
+    /// (`sendfile`: one copy, page cache to page cache, none through this process).
+    public static func copyAll(from input: Int32, to output: Int32, path: String) throws(StoreError) {
+        while true {
+            let n = sendfile(output, input, nil, 1 << 30)
+            if n == 0 { return }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.system("cannot write", path: path)
+            }
+        }
+    }
+
     /// The whole content of a file.
     public static func readFile(_ path: String) throws(StoreError) -> [UInt8] {
         let fd = try open(path, O_RDONLY)

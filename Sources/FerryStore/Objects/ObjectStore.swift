@@ -215,13 +215,21 @@ public final class PendingObject {
     public var count: Int { hasher.count }
 
     /// Appends a piece.
-    public func append(_ bytes: [UInt8]) throws(StoreError) {
+    public func append(_ bytes: ArraySlice<UInt8>) throws(StoreError) {
         precondition(fd >= 0, "object already finished")
-        hasher.update(bytes)
-        do { try FileSystem.writeAll(fd, bytes, path: temp) } catch {
+        let result = bytes.withUnsafeBytes { piece in
+            hasher.update(piece)
+            return Result { () throws(StoreError) in try FileSystem.writeAll(fd, piece, path: temp) }
+        }
+        do { try result.get() } catch {
             abandon()
             throw error
         }
+    }
+
+    /// Appends a piece.
+    public func append(_ bytes: [UInt8]) throws(StoreError) {
+        try append(bytes[...])
     }
 
     /// Verifies the digest, makes the object durable and installs it.
@@ -261,13 +269,21 @@ public final class DurabilityBatch {
     var pendingRenames: [(String, String)] = []
     /// Temp path by final path, for reads of objects written in this batch.
     var pendingTemp: [String: String] = [:]
+    /// Set when documents' files were written, renamed or removed in the batch (without
+    /// their own fsyncs): the commit must then sync even with no object of its own.
+    var filesWritten = false
     let root: String
 
     init(root: String) { self.root = root }
 
     /// Makes every object written in the batch durable and visible.
     func commit() throws(StoreError) {
-        guard !pendingRenames.isEmpty else { return }
+        guard !pendingRenames.isEmpty else {
+            if filesWritten { try FileSystem.syncFilesystem(containing: root) }
+            filesWritten = false
+            return
+        }
+        filesWritten = false
         try FileSystem.syncFilesystem(containing: root)
         for (temp, final) in pendingRenames {
             if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.renameMakingDirectory(temp, final) }
