@@ -44,27 +44,8 @@ import FerryTesting
     func pull(from source: SharedStore, into target: SharedStore, sourceFeatures: [String],
               rewrite: @escaping @Sendable ([UInt8]) -> [UInt8] = { $0 }) async throws -> ReplicationStats {
         let (active, passive) = LoopbackTransport.pair()
-        let server = PeerSession(transport: TamperingTransport(passive, rewrite: rewrite), shared: source, role: .passive,
-                                 features: sourceFeatures, logger: logger)
-        let client = PeerSession(transport: active, shared: target, role: .active, remoteDatabase: "inventory",
-                                 features: [ProtocolFeature.delta], logger: logger)
-        async let serving: Void = server.run()
-        async let reading: Void = client.run()
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            await active.close(code: 4000, reason: "test timed out")
-        }
-        defer { watchdog.cancel() }
-        var outcome: Result<ReplicationStats, Error>
-        do {
-            try await client.open()
-            outcome = .success(try await client.pullOnce())
-        } catch {
-            outcome = .failure(error)
-        }
-        await client.close()
-        _ = await (serving, reading)
-        return try outcome.get()
+        return try await loopbackPull(active: active, passive: TamperingTransport(passive, rewrite: rewrite), from: source, into: target,
+                                      sourceFeatures: sourceFeatures, targetFeatures: [ProtocolFeature.delta], logger: logger)
     }
 
     func current(_ shared: SharedStore) async throws -> JSONValue {

@@ -27,28 +27,7 @@ import FerryTesting
         // Up to 2 ms per write: the sample's many blobs are fetched by concurrent requests,
         // so unordered writes would swap some of them.
         let (active, passive) = LoopbackTransport.pair(jitter: .milliseconds(2))
-        let server = PeerSession(transport: passive, shared: SharedStore(sourceStore), role: .passive, logger: logger)
-        let client = PeerSession(transport: active, shared: SharedStore(targetStore), role: .active, remoteDatabase: "inventory", logger: logger)
-        async let serving: Void = server.run()
-        async let reading: Void = client.run()
-        // Bounded: a hang closes the connection after 30 s and the pull fails.
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            await active.close(code: 4000, reason: "test timed out")
-        }
-        defer { watchdog.cancel() }
-
-        var outcome: Result<ReplicationStats, Error>
-        do {
-            try await client.open()
-            outcome = .success(try await client.pullOnce())
-        } catch {
-            outcome = .failure(error)
-        }
-        await client.close()
-        _ = await (serving, reading)
-
-        let stats = try outcome.get()
+        let stats = try await loopbackPull(active: active, passive: passive, from: SharedStore(sourceStore), into: SharedStore(targetStore), logger: logger)
         #expect(stats.revisionsReceived >= 1 && stats.blobsReceived >= 50, "\(stats)")
         let a = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(source)/samplelist.json"))))
         let b = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(target)/samplelist.json"))))
