@@ -11,7 +11,15 @@ public enum FrameCodec {
 
     /// The compact JSON text of a frame.
     public static func encode(_ frame: Frame) -> [UInt8] {
-        json(frame).canonicalBytes
+        var out = json(frame).canonicalBytes
+        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body))) = frame {
+            // Spliced in as stored, in place of the object's closing brace.
+            out.removeLast()
+            out += Array(#","body":"#.utf8)
+            out += body
+            out.append(UInt8(ascii: "}"))
+        }
+        return out
     }
 
     static func json(_ frame: Frame) -> JSONValue {
@@ -60,6 +68,7 @@ public enum FrameCodec {
             switch body {
             case .deleted: o["deleted"] = true
             case .json(let value): o["body"] = value
+            case .canonicalJSON: break  // spliced in by `encode`
             case .blob(let ref): o["blob"] = ref.json
             case let .delta(base, delta):
                 o["deltaSrc"] = .string(base.description)

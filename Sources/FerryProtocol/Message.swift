@@ -78,6 +78,10 @@ public enum RevisionBody: Sendable, Equatable {
     case json(JSONValue)
     /// A file document's body: a blob the receiver fetches with `getAttachment` if missing.
     case blob(BlobReference)
+    /// A JSON document's body as the canonical bytes a store holds, sent as they are (the
+    /// frame's `body`, like `.json`; a receiver decodes it as `.json`). Parsing a stored body
+    /// only to write it out again cost the sender more than the rest of the frame.
+    case canonicalJSON([UInt8])
     /// A JSON document's body as a delta (`JSONDelta`) against `base`, a revision the
     /// receiver said it has; only when both sides agreed on the `delta` feature.
     case delta(base: RevisionID, delta: JSONValue)

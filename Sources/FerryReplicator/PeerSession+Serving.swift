@@ -233,11 +233,13 @@ extension PeerSession {
             guard let object = node.object else { return nil }
             return OutgoingRevision(doc: doc, request: request(.blob(BlobReference(digest: object, length: node.size, contentType: nil))))
         }
-        guard let value = try? store.jsonBody(of: node, doc: doc) else { return nil }
-        let whole = request(.json(value))
+        // The stored bytes go out as they are, once their digest proves them intact (a damaged
+        // object gets a norev, never a broken frame).
+        guard let object = node.object, let bytes = try? store.body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
+        let whole = request(.canonicalJSON(bytes))
         // Known revisions come best first (the peer's current one leads).
         if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),
-           let baseValue = try? store.jsonBody(of: base, doc: doc) {
+           let baseValue = try? store.jsonBody(of: base, doc: doc), let value = try? JSONParser.parse(bytes) {
             let delta = JSONDelta.make(from: baseValue, to: value)
             if delta.canonicalBytes.count < node.size {
                 return OutgoingRevision(doc: doc, request: request(.delta(base: base.rev, delta: delta)), fullBody: whole)
@@ -328,6 +330,8 @@ extension PeerSession {
             switch body {
             case .deleted:
                 break
+            case .canonicalJSON(let bytes):
+                preconditionFailure("a decoded rev carries .json, not \(bytes.count) raw bytes")
             case .json(let value):
                 for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
                 let bytes = value.canonicalBytes

@@ -25,6 +25,11 @@ import FerryCore
         try roundTrip(.rev(doc: try DocumentID("images/a.jpg"), rev: r1, history: [], sequence: 4, body: .blob(blob)))
         try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 5, body: .deleted))
         try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 6, body: .delta(base: r1, delta: ["a": 2, "gone": .array([])])))
+        // Stored canonical bytes go out as they are and come back as the value they encode.
+        let stored = JSONValue.object(["a": 1, "list": [true, "x"]])
+        let raw = Frame.request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .canonicalJSON(stored.canonicalBytes)))
+        #expect(try FrameCodec.decode(FrameCodec.encode(raw)) { _ in nil }
+                == .request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .json(stored))))
         try roundTrip(.norev(doc: doc, rev: r2, sequence: 3, status: 404, reason: "gone"), noReply: true)
         try roundTrip(.getAttachment(digest: blob.digest))
         try roundTrip(.getAttachment(digest: blob.digest, offset: 8 << 20, length: 8 << 20))

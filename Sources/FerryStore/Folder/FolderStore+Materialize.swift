@@ -29,7 +29,9 @@ extension FolderStore {
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
-        let fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
+        // No file a moment ago (the common case when receiving a new document): no second stat.
+        let fingerprint: FileFingerprint?
+        if case .deleted = outcome { fingerprint = nil } else { fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue)) }
         let entries = try insertRemote(incoming, parsedBody: parsedBody)
         if case .unreadable = outcome { return entries }
         if outcome == .changing { return entries }

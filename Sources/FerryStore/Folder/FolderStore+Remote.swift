@@ -72,7 +72,8 @@ extension FolderStore {
             return
         }
         guard let object = r.object else { throw reject("a live revision needs a body") }
-        guard objects.contains(object) else { throw reject("its body \(object) is not stored") }
+        // A parsed body was written just now by the caller, from that very value.
+        guard parsedBody != nil || objects.contains(object) else { throw reject("its body \(object) is not stored") }
         if r.doc.kind == .json {
             let value: JSONValue
             if let parsedBody {

@@ -285,9 +285,9 @@ public final class DurabilityBatch {
         }
         filesWritten = false
         try FileSystem.syncFilesystem(containing: root)
-        for (temp, final) in pendingRenames {
-            if FileSystem.exists(final) { unlink(temp) } else { try FileSystem.renameMakingDirectory(temp, final) }
-        }
+        // An object already there has the same bytes (its name is their digest): renaming over
+        // it is harmless and saves a stat per object.
+        for (temp, final) in pendingRenames { try FileSystem.renameMakingDirectory(temp, final) }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
         try FileSystem.syncFilesystem(containing: root)
