@@ -31,8 +31,8 @@ say "ferry init --sample laptop; ferry init desktop   (same database name: inven
 "$ferry" init --sample "$laptop" --name inventory
 "$ferry" init "$desktop" --name inventory
 
-say "laptop:  ferry serve --interface 127.0.0.1   (the listener, the passive peer; TLS by default)"
-"$ferry" -C "$laptop" serve --interface 127.0.0.1 > "$work/laptop.log" 2>&1 &
+say "laptop:  ferry serve --interface 127.0.0.1 --delta-sync   (the listener, the passive peer; TLS by default; edits travel as deltas)"
+"$ferry" -C "$laptop" serve --interface 127.0.0.1 --delta-sync > "$work/laptop.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 200); do grep -q watching "$work/laptop.log" && break; sleep 0.05; done
 url=$(sed -n 's/^listening on //p' "$work/laptop.log" | head -n 1)
