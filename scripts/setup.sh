@@ -16,8 +16,9 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 # edit, openssl for certificates, flock to hold the lock from outside, python3 for rewrites,
 # curl for plain HTTP requests to the listener. DNS-SD: Avahi's dns_sd library to build
 # against, avahi-daemon and dbus to run it, avahi-utils (avahi-browse, avahi-publish-service)
-# and iproute2 (network namespaces) for the tests. rsync: the benchmark's yardstick.
-packages=(jq vim openssl util-linux coreutils procps python3 curl rsync
+# and iproute2 (network namespaces) for the tests. rsync: the benchmark's yardstick. strace: a
+# test reads the order of the receiver's fsyncs from it.
+packages=(jq vim openssl util-linux coreutils procps python3 curl rsync strace
           libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

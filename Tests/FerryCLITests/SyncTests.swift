@@ -167,6 +167,34 @@ import Testing
         plain.stop()
     }
 
+    /// True when `strace` is installed and may trace here (ptrace can be forbidden).
+    static let straceWorks: Bool = (try? FerryProcess.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status) == 0
+
+    /// A received file's data and name are made durable before the log line that records it:
+    /// seen in the receiver's system calls. A revision with a blob and no JSON body writes no
+    /// object in its batch; the batch skipped its syncfs then, and the log said "applied" about
+    /// a file whose bytes were still only in the page cache.
+    @Test(.enabled(if: SyncTests.straceWorks, "needs strace allowed to trace (scripts/setup.sh installs it)"))
+    func aReceivedFileIsDurableBeforeTheLogLineThatRecordsIt() throws {
+        let tmp = TemporaryDirectory()
+        let a = tmp.appending("a"), b = tmp.appending("b")
+        try initFolder(a)
+        try initFolder(b)
+        _ = try FerryProcess.shell("head -c 1000000 /dev/urandom > \(tmp.path)/photo.bin && mv \(tmp.path)/photo.bin \(a)/photo.bin")
+        let listener = try serve(a)
+        #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
+        let trace = tmp.appending("trace")
+        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename", "-o", trace,
+                                                         FerryProcess.ferryExecutable, "sync", try #require(listener.url), "--pull"], in: b)
+        #expect(r.status == 0, "\(r.stderr)")
+        let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+        let renamed = try #require(calls.firstIndex { $0.contains("rename(") && $0.hasSuffix("/b/photo.bin\") = 0") }, "\(calls)")
+        let logged = try #require(calls[renamed...].firstIndex { $0.contains("fdatasync(") && $0.contains("/.ferry/revs.log>") }, "\(calls)")
+        #expect(calls[renamed..<logged].contains { $0.contains("syncfs(") && $0.hasSuffix("= 0") }, "no syncfs between the file's rename and its log line:\n\(calls.joined(separator: "\n"))")
+        #expect(FolderComparison.differences(a, b).isEmpty)
+        listener.stop()
+    }
+
     @Test func concurrentOfflineEditsMergeAndTheLogsStopGrowing() throws {
         let tmp = TemporaryDirectory()
         let a = tmp.appending("a"), b = tmp.appending("b")
