@@ -56,8 +56,15 @@ func highWaterRSS(_ pid: pid_t) -> Int {
 
 func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) }
 
+/// Writes back every dirty page (`sync`, untimed) so that a timed step does not pay for the
+/// previous one's writes: ferry's `syncfs` and rsync's fsyncs would otherwise flush them.
+func settle() throws {
+    _ = try measure("/bin/sync", [])
+}
+
 /// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures.
 func rsync(_ source: String, _ destination: String, _ extra: [String] = []) throws -> ChildRun {
+    try settle()
     let run = try measure("/usr/bin/rsync", ["-a", "--fsync"] + extra + [source + "/", destination + "/"])
     guard run.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: ["rsync": run.output]) }
     return run
@@ -107,8 +114,7 @@ for i in 0..<fileCount {
     let text = "{\"id\": \(i), \"name\": \"document \(i)\", \"tags\": [\"bench\"], \"filler\": \"\(filler)\"}\n"
     try Data(text.utf8).write(to: URL(fileURLWithPath: "\(source)/docs/\(i / 1000)-\(i).json"))
 }
-let sync = try measure("/bin/sync", [])
-_ = sync
+try settle()
 let initRun = try measure(ferry, ["init", source])
 guard initRun.status == 0 else { print("init failed: \(initRun.output)"); exit(1) }
 let rsyncCopy = try rsync(source + "/docs", work + "/rsync-10k")
@@ -240,6 +246,7 @@ if startupFiles > 0 {
     }
     usleep(2_500_000)  // let every file age past the stat cache's racy-clean window
     let initStartup = try measure(ferry, ["init", startup])
+    try settle()
     var starts: [Double] = []
     for _ in 0..<3 {
         let t0 = DispatchTime.now().uptimeNanoseconds
@@ -319,6 +326,7 @@ do {
     let watch = RenameWatch(right)
     _ = replicator.waitFor("connected")
     var remote: [Double] = []
+    try settle()
     for i in 0..<editCount {
         let t0 = try saveEdit(i, in: left)
         guard let t1 = watch.wait(for: "edited.json") else { print("edit \(i) did not arrive"); break }
@@ -337,6 +345,7 @@ do {
     let (listener, url) = try AgentChild.listener(source, tls: tls)
     let target = work + "/repl-10k-\(tls)"
     _ = try measure(ferry, ["init", target])
+    try settle()
     let run = try measure(ferry, ["sync", url, "--pull", "-C", target] + trust)
     guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
     print(String(format: "initial sync over %@ of %d x 1 KiB documents: %.2f s   (goal <= 2 s)   peak RSS listener %@, replicator %@   (goal <= 60 MiB)",
@@ -357,6 +366,7 @@ do {
         try? FileManager.default.removeItem(atPath: work + "/rsync-big")
     }
     let (listener, url) = try AgentChild.listener(bigSource, tls: tls)
+    try settle()
     let run = try measure(ferry, ["sync", url, "--pull", "-C", bigTarget] + trust)
     guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
     print(String(format: "one 200 MiB file over %@: %.2f s = %.0f MiB/s   (goal <= 1 s)   peak RSS listener %@, replicator %@",
