@@ -66,9 +66,8 @@ public struct PeerFinder: Sendable {
 
     func candidate(_ s: DiscoveredService, template: PeerEndpoint?) throws -> Candidate {
         let tls = s.txt["tls"] == "1"
-        let host = s.address ?? s.host
-        guard let url = PeerURL("\(tls ? "wss" : "ws")://\(host):\(s.port)/\(database)") else {
-            return Candidate(service: s, endpoint: nil, note: "its address \(host):\(s.port) makes no URL")
+        guard let url = s.url.flatMap(PeerURL.init) else {
+            return Candidate(service: s, endpoint: nil, note: "its address \(s.address ?? s.host):\(s.port) makes no URL")
         }
         var endpoint = template ?? PeerEndpoint(url: url)
         endpoint.url = url

@@ -42,6 +42,13 @@ public struct DiscoveredService: Sendable, Equatable {
         self.port = port
         self.txt = txt
     }
+    /// The listener URL the advertisement describes: `wss://` when its TXT says `tls=1`, the
+    /// address (or the host when none was looked up), the port, the `db` entry; nil without
+    /// a `db` entry.
+    public var url: String? {
+        guard let db = txt["db"], !db.isEmpty else { return nil }
+        return "\(txt["tls"] == "1" ? "wss" : "ws")://\(address ?? host):\(port)/\(db)"
+    }
 }
 
 /// An announcement that stays on the network until withdrawn (or its process ends).

@@ -30,11 +30,10 @@ struct PeersCommand: AsyncParsableCommand {
             throw CLIError("cannot browse for peers: \(error)")
         }
         let rows = services.sorted { $0.name < $1.name }.map { s -> [String: JSONValue] in
-            let scheme = s.txt["tls"] == "1" ? "wss" : "ws"
             let db = s.txt["db"] ?? ""
             var row: [String: JSONValue] = [
                 "name": .string(s.name), "host": .string(s.host), "address": s.address.map { .string($0) } ?? .null,
-                "port": .int(s.port), "url": db.isEmpty ? .null : .string("\(scheme)://\(s.address ?? s.host):\(s.port)/\(db)"),
+                "port": .int(s.port), "url": s.url.map { .string($0) } ?? .null,
                 "fingerprint": (s.txt["fp"] ?? "").isEmpty ? .null : .string(s.txt["fp"]!), "database": .string(db),
             ]
             if let v = s.txt["v"] { row["version"] = .string(v) }
