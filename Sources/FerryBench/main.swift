@@ -6,6 +6,7 @@
 // in a child mode) so that its wall time and peak RSS (VmHWM, sampled) are its own.
 import FerryCore
 import FerryStore
+import FerryTesting
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -22,29 +23,26 @@ struct ChildRun {
 /// Runs `program args`, waits, and samples its peak RSS while it runs.
 func measure(_ program: String, _ args: [String]) throws -> ChildRun {
     let outPath = NSTemporaryDirectory() + "/ferry-bench-out-\(getpid())"
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    posix_spawn_file_actions_adddup2(&actions, 1, 2)
-    let argv = ([program] + args).map { strdup($0) } + [nil]
-    defer { for p in argv { free(p) } }
-    var pid: pid_t = 0
+    let out = open(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    guard out >= 0, null >= 0 else { throw CocoaError(.fileWriteUnknown) }
+    defer {
+        close(out)
+        close(null)
+        unlink(outPath)
+    }
     let start = DispatchTime.now().uptimeNanoseconds
-    let rc = posix_spawn(&pid, program, &actions, nil, argv, environ)
-    posix_spawn_file_actions_destroy(&actions)
-    guard rc == 0 else { throw CocoaError(.executableNotLoadable) }
+    let child = try ChildProcess(program, args, environment: ProcessInfo.processInfo.environment, stdin: null, stdout: out, stderr: out)
     // Peak RSS is sampled from /proc (VmHWM) every 5 ms: wait4's ru_maxrss would include the
     // spawning process's own memory, which Linux charges to the child across exec.
-    var status: Int32 = 0
     var peak = 0
-    while waitpid(pid, &status, WNOHANG) == 0 {
-        peak = max(peak, highWaterRSS(pid))
+    while child.isRunning {
+        peak = max(peak, highWaterRSS(child.pid))
         usleep(5_000)
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    unlink(outPath)
-    return ChildRun(seconds: seconds, peakRSSKiB: peak, status: (status >> 8) & 0xFF, output: output)
+    return ChildRun(seconds: seconds, peakRSSKiB: peak, status: child.exitStatus ?? -1, output: output)
 }
 
 /// VmHWM of a running process, in KiB (0 when it is gone).

@@ -36,11 +36,8 @@ public final class PeerConnection: MessageTransport {
 
     /// Queues one WebSocket frame; NIO writes frames in the order they were queued.
     public func enqueue(_ message: TransportMessage) -> TransportWrite {
-        let (opcode, bytes): (WebSocketOpcode, [UInt8]) = switch message {
-        case .text(let bytes): (.text, bytes)
-        case .binary(let bytes): (.binary, bytes)
-        }
-        let future = channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: channel.allocator.buffer(bytes: bytes)))
+        let opcode: WebSocketOpcode = if case .text = message { .text } else { .binary }
+        let future = channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: channel.allocator.buffer(bytes: message.bytes)))
         return TransportWrite { try await future.get() }
     }
 

@@ -4,6 +4,13 @@ public enum TransportMessage: Sendable, Equatable {
     case text([UInt8])
     /// A binary frame's bytes.
     case binary([UInt8])
+
+    /// The message's bytes, whichever kind it is.
+    public var bytes: [UInt8] {
+        switch self {
+        case .text(let bytes), .binary(let bytes): bytes
+        }
+    }
 }
 
 /// A message-framed connection to a peer: what the replication logic needs from a transport

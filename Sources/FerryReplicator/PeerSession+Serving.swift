@@ -316,9 +316,13 @@ extension PeerSession {
     /// the revision with its body, through the drain task's next group.
     func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody) async -> Result<[LogEntry], ReceiveFailure> {
         var body = body
+        // A delta's body is canonicalized once, to check it against the revision id.
+        var canonical: [UInt8]?
         if case let .delta(base, delta) = body {
             switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first) {
-            case .success(let value): body = .json(value)
+            case .success(let (value, bytes)):
+                body = .json(value)
+                canonical = bytes
             case .failure(let failure): return .failure(failure)
             }
         }
@@ -334,7 +338,7 @@ extension PeerSession {
                 preconditionFailure("a decoded rev carries .json, not \(bytes.count) raw bytes")
             case .json(let value):
                 for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
-                let bytes = value.canonicalBytes
+                let bytes = canonical ?? value.canonicalBytes
                 jsonBody = bytes
                 parsedBody = value
                 size = bytes.count
@@ -377,8 +381,10 @@ extension PeerSession {
 
     /// The body a delta makes of its base revision here, checked against the revision id (a
     /// pure function of parent and body): a delta that does not rebuild exactly the revision
-    /// announced is refused, and the sender sends the whole body.
-    func expand(_ delta: JSONValue, base: RevisionID, doc: DocumentID, rev: RevisionID, parent: RevisionID?) async -> Result<JSONValue, ReceiveFailure> {
+    /// announced is refused, and the sender sends the whole body. Returns the body and its
+    /// canonical bytes.
+    func expand(_ delta: JSONValue, base: RevisionID, doc: DocumentID, rev: RevisionID,
+                parent: RevisionID?) async -> Result<(JSONValue, [UInt8]), ReceiveFailure> {
         let baseValue: JSONValue? = await shared.perform { store in
             guard let node = store.index[doc]?.nodes[base], !node.deleted, node.object != nil else { return nil }
             return try? store.jsonBody(of: node, doc: doc)
@@ -390,11 +396,11 @@ extension PeerSession {
         do { value = try JSONDelta.apply(delta, to: baseValue) } catch {
             return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not apply: \(error)"))
         }
-        guard case .object = value,
-              RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(value.canonicalBytes)) == rev else {
+        let bytes = value.canonicalBytes
+        guard case .object = value, RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(bytes)) == rev else {
             return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not rebuild that revision"))
         }
-        return .success(value)
+        return .success((value, bytes))
     }
 
     /// Applies what the inbox holds, a group at a time, until the connection closes.

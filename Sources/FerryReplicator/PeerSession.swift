@@ -133,13 +133,10 @@ public actor PeerSession {
             group.addTask { await self.drainInbox(signal) }
             for await message in transport.inbound {
                 let action: ConnectionStateMachine.Action
+                stats.bytesReceived += message.bytes.count
                 switch message {
-                case .text(let bytes):
-                    stats.bytesReceived += bytes.count
-                    action = machine.receiveText(bytes)
-                case .binary(let bytes):
-                    stats.bytesReceived += bytes.count
-                    action = machine.receiveBinary(bytes)
+                case .text(let bytes): action = machine.receiveText(bytes)
+                case .binary(let bytes): action = machine.receiveBinary(bytes)
                 }
                 switch action {
                 case .none: break
@@ -231,9 +228,7 @@ public actor PeerSession {
     /// `await`, so queuing later could put requests numbered 3 and 4 on the wire as 4, 3 —
     /// which the peer rightly refuses (request numbers must increase).
     func write(_ message: TransportMessage) async throws {
-        switch message {
-        case .text(let bytes), .binary(let bytes): stats.bytesSent += bytes.count
-        }
+        stats.bytesSent += message.bytes.count
         try await transport.enqueue(message).sent()
     }
 
