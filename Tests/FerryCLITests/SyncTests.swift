@@ -191,6 +191,11 @@ import Testing
         let renamed = try #require(calls.firstIndex { $0.contains("rename(") && $0.hasSuffix("/b/photo.bin\") = 0") }, "\(calls)")
         let logged = try #require(calls[renamed...].firstIndex { $0.contains("fdatasync(") && $0.contains("/.ferry/revs.log>") }, "\(calls)")
         #expect(calls[renamed..<logged].contains { $0.contains("syncfs(") && $0.hasSuffix("= 0") }, "no syncfs between the file's rename and its log line:\n\(calls.joined(separator: "\n"))")
+        // And its bytes are durable before its name: the last flush before the rename is the
+        // batch's syncfs (on ext4 without a journal a name can otherwise reach the disk first
+        // and show an empty file after a power cut).
+        let flushBefore = calls[..<renamed].last { $0.contains("sync") && $0.hasSuffix("= 0") }
+        #expect(flushBefore?.contains("syncfs(") == true, "the file was renamed before its data was flushed:\n\(calls.joined(separator: "\n"))")
         #expect(FolderComparison.differences(a, b).isEmpty)
         listener.stop()
     }

@@ -109,6 +109,43 @@ import FerryTesting
         #expect(f.store.index[doc]!.liveLeaves.count == 1)
     }
 
+    /// In a batch a document's file is renamed into place only at commit, after the data is
+    /// durable; a second revision of the same document in the batch commits the first one's
+    /// file first, so its ingest sees it (and records no deletion or local edit).
+    @Test func inABatchFilesAppearAtCommitAndARepeatedDocumentSeesTheEarlierFile() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("dir/list.json")
+        let first = Made.root(doc, ["a": 1])
+        let second = first.child(["a": 2])
+        try f.store.batch {
+            _ = try first.apply(to: f.store)
+            #expect(!FileSystem.exists(f.dir.appending("dir/list.json")), "renamed before the batch's syncfs")
+            _ = try second.apply(to: f.store)
+        }
+        #expect(try JSONParser.parse(try f.dir.read("dir/list.json")) == ["a": 2])
+        #expect(try FileSystem.listDirectory(f.dir.appending("dir")) == ["list.json"], "a temp file was left behind")
+        let log = try f.store.readLogEntries()
+        #expect(log.map(\.rev) == [first.rev, second.rev], "\(log)")
+        #expect(try f.store.ingest(doc) == .unchanged)
+    }
+
+    /// A user's save that lands between a peer's revision being written and the batch's
+    /// commit wins: the temp file is dropped, and the save is recorded on top.
+    @Test func aSaveBeforeTheBatchCommitsIsKept() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1])
+        _ = try base.apply(to: f.store)
+        try f.store.batch {
+            _ = try base.child(["a": 2]).apply(to: f.store)
+            try f.dir.write("list.json", #"{"a": 99, "mine": true}"#)
+        }
+        #expect(try f.dir.read("list.json") == #"{"a": 99, "mine": true}"#)
+        #expect(try FileSystem.listDirectory(f.dir.path).filter { $0 != ".ferry" } == ["list.json"])
+        guard case .recorded(let entry) = try f.store.ingest(doc) else { Issue.record("the save was not recorded"); return }
+        #expect(entry.parent == base.child(["a": 2]).rev)
+    }
+
     @Test func anUnparseableLocalFileIsNeverClobbered() throws {
         let f = try TestFolder()
         let doc = try f.doc("list.json")

@@ -27,6 +27,10 @@ extension FolderStore {
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
+        // The document's file from an earlier revision in this batch is not in place yet; the
+        // ingest below must see it, so the batch commits first (rare: a batch holds one
+        // revision per document unless a peer sends several in a row).
+        if objects.batch?.pendingFilePaths.contains(layout.path(of: doc.rawValue)) == true { try flushBatch() }
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
         // No file a moment ago (the common case when receiving a new document): no second stat.
@@ -45,22 +49,27 @@ extension FolderStore {
     /// when its content was last recorded; if the file changed since, it is left alone.
     /// `knownBody` is a JSON body the caller already has parsed, with its object's digest; it
     /// is used when that is the current revision's body.
+    ///
+    /// In a batch the temp file is written without fsync and renamed when the batch commits,
+    /// after the batch's first `syncfs` (see `DurabilityBatch`); `.written` then means "will be
+    /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
                             knownBody: (object: BlobDigest, body: JSONValue)? = nil) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
+        if objects.batch?.pendingFilePaths.contains(path) == true { try flushBatch() }
         guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         guard let current = current(doc), !current.deleted else {
             guard expecting != nil else { return .upToDate }
             statCache.set(doc, nil)
             try FileSystem.unlink(path)
-            if let batch = objects.batch { batch.filesWritten = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
+            if let batch = objects.batch { batch.filesRemoved = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
             removeEmptyDirectories(above: doc)
             return .removed
         }
         if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object { return .upToDate }
         let dir = FileSystem.dirname(of: path)
         try FileSystem.makeDirectories(dir)
-        let temp = dir + "/.ferry-tmp-" + FileSystem.randomSuffix()
+        let temp = dir + "/" + FolderScanner.temporaryPrefix + FileSystem.randomSuffix()
         let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
         do {
             defer { close(fd) }
@@ -71,23 +80,48 @@ extension FolderStore {
             case .file:
                 try copyObject(current.object!, to: fd, path: temp)
             }
-            // In a batch, the batch's syncfs (before its log lines) makes the file durable.
-            if let batch = objects.batch { batch.filesWritten = true } else { try FileSystem.sync(fd, path: temp) }
-            // Last look before the rename: an edit that landed meanwhile wins.
-            guard FileFingerprint.of(path) == expecting else {
-                unlink(temp)
-                return .keptLocalEdit
+            if let batch = objects.batch {
+                batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!))
+                return .written
             }
-            try FileSystem.rename(temp, path)
+            try FileSystem.sync(fd, path: temp)
         } catch {
             unlink(temp)
             throw error
         }
-        if objects.batch == nil { try FileSystem.syncDirectory(dir) }
-        if let written = FileFingerprint.of(path), let object = current.object {
-            statCache.set(doc, StatCache.Entry(fingerprint: written, object: object))
-        }
+        let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!)
+        guard try installPendingFile(install) else { return .keptLocalEdit }
+        try FileSystem.syncDirectory(dir)
         return .written
+    }
+
+    /// Renames a document's durable temp file over the document, unless the file changed since
+    /// its content was last recorded (the user's edit wins; the temp file is dropped). Records
+    /// the new file's fingerprint. Returns false when the file was left alone.
+    func installPendingFile(_ file: PendingFile) throws(StoreError) -> Bool {
+        // Last look before the rename: an edit that landed meanwhile wins.
+        guard FileFingerprint.of(file.path) == file.expecting else {
+            unlink(file.temp)
+            logger.info("kept a local edit made while a peer's revision was written", metadata: ["doc": "\(file.doc)"])
+            return false
+        }
+        do { try FileSystem.rename(file.temp, file.path) } catch {
+            unlink(file.temp)
+            throw error
+        }
+        if let written = FileFingerprint.of(file.path) {
+            statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
+        }
+        return true
+    }
+
+    /// `installPendingFile` for a batch's commit: a file that cannot be put in place (its
+    /// directory vanished meanwhile, say) does not fail the batch; the next scan sees what is
+    /// on disk.
+    func installBatchedFile(_ file: PendingFile) {
+        do { _ = try installPendingFile(file) } catch {
+            logger.warning("could not put a peer's revision in place", metadata: ["doc": "\(file.doc)", "error": "\(error)"])
+        }
     }
 
     private func copyObject(_ digest: BlobDigest, to out: Int32, path: String) throws(StoreError) {

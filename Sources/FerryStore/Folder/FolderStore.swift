@@ -169,7 +169,7 @@ public final class FolderStore {
     var batchFlushThreshold: Int?
 
     func flushBatch() throws(StoreError) {
-        try objects.batch?.commit()
+        try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
         pendingEntries.removeAll(keepingCapacity: true)
     }

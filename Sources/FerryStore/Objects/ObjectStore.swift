@@ -261,42 +261,78 @@ public final class PendingObject {
     deinit { if fd >= 0 { abandon() } }
 }
 
-/// Groups the fsyncs of many object writes (as `init` of a large folder does): temp files are
-/// written without fsync, then one `syncfs` makes their data durable, then they are renamed
-/// to their addresses, then a second `syncfs` makes the names durable, and only then may log
-/// lines refer to them.
+/// Groups the fsyncs of many writes (a large folder's `init`, a batch of revisions from a
+/// peer): objects' and documents' temp files are written without fsync, then one `syncfs`
+/// makes their data durable, then they are renamed to their final names, then a second
+/// `syncfs` makes the names durable, and only then may log lines refer to them. No name
+/// ever points at bytes that are not yet on disk, even on a filesystem without a journal.
 public final class DurabilityBatch {
     var pendingRenames: [(String, String)] = []
     /// Temp path by final path, for reads of objects written in this batch.
     var pendingTemp: [String: String] = [:]
-    /// Set when documents' files were written, renamed or removed in the batch (without
-    /// their own fsyncs): the commit must then sync even with no object of its own.
-    var filesWritten = false
+    /// Documents' files written in the batch, renamed over their documents at commit.
+    var pendingFiles: [PendingFile] = []
+    /// The paths of `pendingFiles`.
+    var pendingFilePaths: Set<String> = []
+    /// Set when documents' files were removed in the batch (without their own fsyncs): the
+    /// commit must then sync even with nothing to rename.
+    var filesRemoved = false
     let root: String
 
     init(root: String) { self.root = root }
 
-    /// Makes every object written in the batch durable and visible.
-    func commit() throws(StoreError) {
-        guard !pendingRenames.isEmpty else {
-            if filesWritten { try FileSystem.syncFilesystem(containing: root) }
-            filesWritten = false
-            return
-        }
-        filesWritten = false
+    /// True when nothing was written or removed since the last commit.
+    var isEmpty: Bool { pendingRenames.isEmpty && pendingFiles.isEmpty && !filesRemoved }
+
+    /// Queues a document's temp file to replace `file.path` at commit.
+    func add(_ file: PendingFile) {
+        precondition(!pendingFilePaths.contains(file.path), "one pending file per path: flush the batch first")
+        pendingFiles.append(file)
+        pendingFilePaths.insert(file.path)
+    }
+
+    /// Makes everything written in the batch durable and visible: `install` renames each
+    /// pending document file into place (or drops it if the user's edit got there first).
+    func commit(install: (PendingFile) -> Void) throws(StoreError) {
+        guard !isEmpty else { return }
         try FileSystem.syncFilesystem(containing: root)
         // An object already there has the same bytes (its name is their digest): renaming over
         // it is harmless and saves a stat per object.
         for (temp, final) in pendingRenames { try FileSystem.renameMakingDirectory(temp, final) }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
+        let files = pendingFiles
+        pendingFiles.removeAll()
+        pendingFilePaths.removeAll()
+        filesRemoved = false
+        for file in files { install(file) }
         try FileSystem.syncFilesystem(containing: root)
     }
 
     /// Drops the batch's temp files.
     func abandon() {
         for (temp, _) in pendingRenames { unlink(temp) }
+        for file in pendingFiles { unlink(file.temp) }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
+        pendingFiles.removeAll()
+        pendingFilePaths.removeAll()
+        filesRemoved = false
     }
+}
+
+/// A document's file written to a temp file in a batch, waiting for the batch's first `syncfs`
+/// before it is renamed over the document.
+struct PendingFile {
+    /// The document.
+    let doc: DocumentID
+    /// The temp file beside it, holding the revision's content.
+    let temp: String
+    /// The document's file.
+    let path: String
+    /// The file's fingerprint when its content was last recorded (nil: no file); if it
+    /// differs at commit, the user edited the file meanwhile and the temp file is dropped.
+    let expecting: FileFingerprint?
+    /// The object whose content the temp file holds.
+    let object: BlobDigest
 }
