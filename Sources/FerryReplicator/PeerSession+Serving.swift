@@ -50,15 +50,7 @@ extension PeerSession {
                 return
             }
             let result = await receive(doc: doc, rev: rev, history: history, body: body)
-            switch result {
-            case .success:
-                update { $0.revisionsReceived += 1 }
-                if !noReply { await respond(number, .ok) }
-            case .failure(let error):
-                update { $0.revisionsFailed += 1 }
-                logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
-                if !noReply { await respond(number, .error(status: error.status, message: "\(error.message)")) }
-            }
+            answerReceipt(number: number, noReply: noReply, doc: doc, rev: rev, result)
         case let .getAttachment(digest, offset, length):
             await sendBlob(digest, offset: offset, length: length, number: number)
         case .norev(let doc, let rev, _, let status, let reason):
@@ -312,6 +304,49 @@ extension PeerSession {
 
     // MARK: Receiving revisions
 
+    /// Takes a `rev` that needs nothing fetched or rebuilt (no delta, every blob it names is
+    /// here) straight into the inbox, without a task; the drain answers it. False for any
+    /// other request, which is served by a task of its own.
+    func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
+        guard case let .rev(doc, rev, history, _, body) = request, !readOnly, !closed else { return false }
+        var remote: RemoteRevision
+        let origin = machine.remotePeer ?? "peer"
+        switch body {
+        case .deleted:
+            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: true, object: nil,
+                                                               size: 0, origin: origin), jsonBody: nil)
+        case .json(let value):
+            guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
+            let bytes = value.canonicalBytes
+            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: false, object: nil,
+                                                               size: bytes.count, origin: origin), jsonBody: bytes, parsedBody: value)
+        case .blob(let ref):
+            guard objects.contains(ref.digest) else { return false }
+            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: false, object: ref.digest,
+                                                               size: ref.length, origin: origin), jsonBody: nil)
+        case .delta, .canonicalJSON:
+            return false
+        }
+        inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
+        inboxSignal?.yield()
+        return true
+    }
+
+    /// Counts a received revision and answers its request (an error status when refused).
+    func answerReceipt(number: Int, noReply: Bool, doc: DocumentID, rev: RevisionID, _ result: Result<[LogEntry], ReceiveFailure>) {
+        var response = Response.ok
+        switch result {
+        case .success:
+            update { $0.revisionsReceived += 1 }
+        case .failure(let error):
+            update { $0.revisionsFailed += 1 }
+            logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
+            response = .error(status: error.status, message: "\(error.message)")
+        }
+        guard !noReply, !closed else { return }
+        queue(.text(FrameCodec.encode(.response(to: number, response))))
+    }
+
     /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
     /// the revision with its body, through the drain task's next group.
     func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody) async -> Result<[LogEntry], ReceiveFailure> {
@@ -373,7 +408,7 @@ extension PeerSession {
                 done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
                 return
             }
-            inbox.append(ReceivedRevision(revision: remote, done: done))
+            inbox.append(ReceivedRevision(revision: remote, then: .resume(done)))
             inboxSignal?.yield()
         }
         return result.mapError { ReceiveFailure($0) }
@@ -416,7 +451,15 @@ extension PeerSession {
             let group = inbox
             inbox.removeAll()
             let results = await shared.applyRemote(group.map(\.revision))
-            for (item, result) in zip(group, results) { item.done.resume(returning: result) }
+            for (item, result) in zip(group, results) {
+                switch item.then {
+                case .resume(let done):
+                    done.resume(returning: result)
+                case let .answer(number, noReply):
+                    let incoming = item.revision.incoming
+                    answerReceipt(number: number, noReply: noReply, doc: incoming.doc, rev: incoming.rev, result.mapError { ReceiveFailure($0) })
+                }
+            }
         }
     }
 }

@@ -143,7 +143,9 @@ public actor PeerSession {
                 case .send(let frame): try? await write(.text(FrameCodec.encode(frame)))
                 case .opened: openedWaiter?.yield(true); openedWaiter?.finish()
                 case let .request(number, noReply, request):
-                    group.addTask { await self.serve(number: number, noReply: noReply, request) }
+                    if !receiveAtOnce(number: number, noReply: noReply, request) {
+                        group.addTask { await self.serve(number: number, noReply: noReply, request) }
+                    }
                 case let .response(to, _, response):
                     responders.removeValue(forKey: to).map { $0.yield(response); $0.finish() }
                 case .chunk(let chunk):
@@ -232,6 +234,13 @@ public actor PeerSession {
         try await transport.enqueue(message).sent()
     }
 
+    /// Queues one message after every message written before it, without waiting for it to
+    /// be sent (for answers given where nothing can wait; a failed write closes the connection).
+    func queue(_ message: TransportMessage) {
+        stats.bytesSent += message.bytes.count
+        _ = transport.enqueue(message)
+    }
+
     /// Closes the connection normally.
     public func close() async {
         await transport.close(code: 1000, reason: "done")
@@ -242,5 +251,14 @@ public actor PeerSession {
 /// travels as bytes so the store writes it inside its batch.
 struct ReceivedRevision {
     var revision: RemoteRevision
-    var done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>
+    var then: AfterStoring
+}
+
+/// What happens once a received revision is stored or refused.
+enum AfterStoring {
+    /// A task waits for the result (it fetched blobs or expanded a delta first).
+    case resume(CheckedContinuation<Result<[LogEntry], StoreError>, Never>)
+    /// Nobody waits: the drain answers the peer's request itself. Most revisions go this way,
+    /// so that 1,000 revisions in flight are 1,000 inbox entries, not 1,000 suspended tasks.
+    case answer(number: Int, noReply: Bool)
 }
