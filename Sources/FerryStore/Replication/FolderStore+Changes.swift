@@ -39,7 +39,7 @@ extension FolderStore {
     public func knownAncestors(of rev: RevisionID, doc: DocumentID, limit: Int = 20) -> [RevisionID]? {
         guard let tree = index[doc] else { return [] }
         if let node = tree.nodes[rev], node.seq != 0 { return nil }
-        let leaves = tree.leaves.compactMap { tree.nodes[$0] }.filter { $0.rev.generation < rev.generation }
+        let leaves = tree.leafNodes.filter { $0.rev.generation < rev.generation }
         return Array(WinnerRule.ranked(leaves) { ($0.rev, $0.deleted) }.prefix(limit).map(\.rev))
     }
 
