@@ -1,7 +1,23 @@
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <unistd.h>
 #include "ferry_system.h"
 
 /* Flushes every dirty page of the filesystem holding fd: one call makes a batch of
    object files durable, which is what lets `init` group its fsyncs. */
 int ferry_syncfs(int fd) { return syncfs(fd); }
+
+/* Starts writing back a range of a file's dirty pages without waiting: a large file's
+   fsync then finds most of its data already on disk instead of writing it all at once. */
+int ferry_start_writeback(int fd, long long offset, long long count) {
+    return sync_file_range(fd, offset, count, SYNC_FILE_RANGE_WRITE);
+}
+
+/* Waits until a range of a file is written back, then drops its pages from the page cache:
+   a large copy then recycles the same pages instead of filling memory with a second copy. */
+int ferry_write_and_drop(int fd, long long offset, long long count) {
+    int r = sync_file_range(fd, offset, count,
+                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    if (r != 0) return r;
+    return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
+}

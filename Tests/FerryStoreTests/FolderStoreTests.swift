@@ -146,6 +146,28 @@ import FerryTesting
         #expect(entry.parent == base.child(["a": 2]).rev)
     }
 
+    /// A file document larger than the copy's writeback stride (8 MiB) is copied whole from
+    /// its object, whether or not a batch groups the fsyncs, though its pages are dropped
+    /// from the cache as the copy goes.
+    @Test func aLargeFileDocumentIsCopiedWholeFromItsObject() throws {
+        for batched in [false, true] {
+            let f = try TestFolder()
+            let source = TemporaryDirectory()
+            var bytes = [UInt8](repeating: 0, count: (20 << 20) + 12_345)
+            var g = SystemRandomNumberGenerator()
+            for i in stride(from: 0, to: bytes.count, by: 8) { bytes[i] = g.next() }
+            try Data(bytes).write(to: URL(fileURLWithPath: source.appending("big.bin")))
+            let (digest, size) = try f.store.objects.importFile(at: source.appending("big.bin"))
+            let doc = try f.doc("media/big.bin")
+            let incoming = IncomingRevision(doc: doc, rev: RevisionID.compute(parent: nil, deleted: false, body: digest), history: [],
+                                            deleted: false, object: digest, size: size, origin: "peer")
+            if batched { try f.store.batch { _ = try f.store.applyRemote(incoming) } } else { _ = try f.store.applyRemote(incoming) }
+            let copied = try Data(contentsOf: URL(fileURLWithPath: f.dir.appending("media/big.bin")))
+            #expect(copied.count == bytes.count && copied == Data(bytes), "batched: \(batched)")
+            #expect(try f.store.ingest(doc) == .unchanged)
+        }
+    }
+
     @Test func anUnparseableLocalFileIsNeverClobbered() throws {
         let f = try TestFolder()
         let doc = try f.doc("list.json")

@@ -2,4 +2,6 @@
 #define FERRY_SYSTEM_H
 /// Linux calls that Swift's Glibc overlay does not export (they sit behind _GNU_SOURCE).
 int ferry_syncfs(int fd);
+int ferry_start_writeback(int fd, long long offset, long long count);
+int ferry_write_and_drop(int fd, long long offset, long long count);
 #endif

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CFerrySystem
+import Synchronization
 
 /// Thin, throwing wrappers over the POSIX calls the store uses; every durable write in the
 /// project goes through `writeAtomically` or the object store.
@@ -61,13 +62,15 @@ public enum FileSystem {
     /// Copies everything from `input` (at its offset) to `output` inside the kernel
     /// (`sendfile`: one copy, page cache to page cache, none through this process).
     public static func copyAll(from input: Int32, to output: Int32, path: String) throws(StoreError) {
+        var writeback = WritebackStarter(fd: output, dropBehind: true)
         while true {
-            let n = sendfile(output, input, nil, 1 << 30)
+            let n = sendfile(output, input, nil, WritebackStarter.stride)
             if n == 0 { return }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw StoreError.system("cannot write", path: path)
             }
+            writeback.wrote(n)
         }
     }
 
@@ -205,9 +208,16 @@ public enum FileSystem {
 
     /// A random hex suffix for temporary names.
     public static func randomSuffix() -> String {
-        var g = SystemRandomNumberGenerator()
-        return String(g.next() as UInt64, radix: 16)
+        // A random base drawn once, then a counter: unique within the process, unpredictable
+        // across processes, and no getrandom call per temp file (two per received document).
+        String(suffixBase &+ suffixCounter.add(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15, radix: 16)
     }
+
+    private static let suffixBase: UInt64 = {
+        var g = SystemRandomNumberGenerator()
+        return g.next()
+    }()
+    private static let suffixCounter = Atomic<UInt64>(0)
 
     /// Writes `bytes` to `path` the way git writes: a temp file in the same directory, fsync,
     /// rename over `path`, fsync the directory. A reader sees the old file or the new one.
@@ -230,5 +240,35 @@ public enum FileSystem {
             throw error
         }
         try syncDirectory(dir.isEmpty ? "." : dir)
+    }
+}
+
+/// Starts the writeback of a large file's pages as it is written, every `stride` bytes, so
+/// that its fsync (or the batch's `syncfs`) finds most of the data already on disk: disk
+/// writes then overlap the network and the copy instead of following them.
+struct WritebackStarter {
+    /// Bytes between two writeback requests; smaller files are left to the fsync alone.
+    static let stride = 8 << 20
+    let fd: Int32
+    /// Also drop each range from the page cache once it is on disk (for a copy of an object
+    /// whose pages are cached already: keeping both would fill twice the memory).
+    let dropBehind: Bool
+    private var written = 0
+    private var started = 0
+    private var previous: (offset: Int, count: Int)?
+
+    init(fd: Int32, dropBehind: Bool = false) {
+        self.fd = fd
+        self.dropBehind = dropBehind
+    }
+
+    /// Records `count` more bytes written at the end of the file.
+    mutating func wrote(_ count: Int) {
+        written += count
+        guard written - started >= Self.stride else { return }
+        _ = ferry_start_writeback(fd, Int64(started), Int64(written - started))  // a hint: failure is harmless
+        if dropBehind, let p = previous { _ = ferry_write_and_drop(fd, Int64(p.offset), Int64(p.count)) }
+        previous = (started, written - started)
+        started = written
     }
 }

@@ -203,12 +203,14 @@ public final class PendingObject {
     var fd: Int32
     let expected: BlobDigest
     var hasher = BlobHasher()
+    var writeback: WritebackStarter
 
     init(store: ObjectStore, temp: String, fd: Int32, expected: BlobDigest) {
         self.store = store
         self.temp = temp
         self.fd = fd
         self.expected = expected
+        self.writeback = WritebackStarter(fd: fd)
     }
 
     /// Bytes written so far.
@@ -225,6 +227,7 @@ public final class PendingObject {
             abandon()
             throw error
         }
+        writeback.wrote(bytes.count)
     }
 
     /// Appends a piece.
