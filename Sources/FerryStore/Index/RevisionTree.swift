@@ -28,12 +28,13 @@ public struct RevisionNode: Sendable, Equatable {
 /// Most documents have a single revision here (a new document, one received from a peer), so
 /// that case is held inline with no allocation of its own: 10,000 documents then cost a
 /// dictionary entry each instead of three collections each (~6 MB less on both sides of an
-/// initial sync).
+/// initial sync). `many` is not `indirect`: a boxed payload was copied, dictionaries and all,
+/// on every insert (a 100-revision history took 1.3 s instead of 0.4 s to open).
 public struct RevisionTree: Sendable {
     private enum Shape: Sendable {
         case empty
         case one(RevisionNode)
-        indirect case many(Branches)
+        case many(Branches)
     }
 
     private var shape: Shape = .empty
