@@ -309,27 +309,38 @@ extension PeerSession {
     /// other request, which is served by a task of its own.
     func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
         guard case let .rev(doc, rev, history, _, body) = request, !readOnly, !closed else { return false }
-        var remote: RemoteRevision
-        let origin = machine.remotePeer ?? "peer"
+        var object: BlobDigest?
+        var size = 0
+        var jsonBody: [UInt8]?
+        var parsedBody: JSONValue?
         switch body {
         case .deleted:
-            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: true, object: nil,
-                                                               size: 0, origin: origin), jsonBody: nil)
+            break
         case .json(let value):
             guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
             let bytes = value.canonicalBytes
-            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: false, object: nil,
-                                                               size: bytes.count, origin: origin), jsonBody: bytes, parsedBody: value)
+            (jsonBody, parsedBody, size) = (bytes, value, bytes.count)
         case .blob(let ref):
             guard objects.contains(ref.digest) else { return false }
-            remote = RemoteRevision(incoming: IncomingRevision(doc: doc, rev: rev, history: history, deleted: false, object: ref.digest,
-                                                               size: ref.length, origin: origin), jsonBody: nil)
+            (object, size) = (ref.digest, ref.length)
         case .delta, .canonicalJSON:
             return false
         }
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, object: object, size: size,
+                              jsonBody: jsonBody, parsedBody: parsedBody)
         inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
         inboxSignal?.yield()
         return true
+    }
+
+    /// A received revision as the store takes it, from the peer on this connection.
+    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, object: BlobDigest?,
+                          size: Int, jsonBody: [UInt8]?, parsedBody: JSONValue?) -> RemoteRevision {
+        var isDeletion = false
+        if case .deleted = body { isDeletion = true }
+        let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
+                                        size: size, origin: machine.remotePeer ?? "peer")
+        return RemoteRevision(incoming: incoming, jsonBody: jsonBody, parsedBody: parsedBody)
     }
 
     /// Counts a received revision and answers its request (an error status when refused).
@@ -397,11 +408,8 @@ extension PeerSession {
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
         }
-        var isDeletion = false
-        if case .deleted = body { isDeletion = true }
-        let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
-                                        size: size, origin: machine.remotePeer ?? "peer")
-        let remote = RemoteRevision(incoming: incoming, jsonBody: jsonBody, parsedBody: parsedBody)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, object: object, size: size,
+                              jsonBody: jsonBody, parsedBody: parsedBody)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {
