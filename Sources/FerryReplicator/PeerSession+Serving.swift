@@ -309,6 +309,27 @@ extension PeerSession {
     /// other request, which is served by a task of its own.
     func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
         guard case let .rev(doc, rev, history, _, body) = request, !readOnly, !closed else { return false }
+        switch body {
+        case .deleted:
+            break
+        case .json(let value):
+            guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
+        case .blob(let ref):
+            guard objects.contains(ref.digest) else { return false }
+        case .delta, .canonicalJSON:
+            return false
+        }
+        let remote = storable(doc: doc, rev: rev, history: history, body: body)
+        inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
+        inboxSignal?.yield()
+        return true
+    }
+
+    /// A received revision as the store takes it, from the peer on this connection; every
+    /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
+    /// canonical bytes when they were computed to check it).
+    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
+                          canonical: [UInt8]? = nil) -> RemoteRevision {
         var object: BlobDigest?
         var size = 0
         var jsonBody: [UInt8]?
@@ -317,25 +338,13 @@ extension PeerSession {
         case .deleted:
             break
         case .json(let value):
-            guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
-            let bytes = value.canonicalBytes
+            let bytes = canonical ?? value.canonicalBytes
             (jsonBody, parsedBody, size) = (bytes, value, bytes.count)
         case .blob(let ref):
-            guard objects.contains(ref.digest) else { return false }
             (object, size) = (ref.digest, ref.length)
         case .delta, .canonicalJSON:
-            return false
+            preconditionFailure("a decoded rev carries .json; a delta is rebuilt before it is stored")
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, object: object, size: size,
-                              jsonBody: jsonBody, parsedBody: parsedBody)
-        inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
-        inboxSignal?.yield()
-        return true
-    }
-
-    /// A received revision as the store takes it, from the peer on this connection.
-    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, object: BlobDigest?,
-                          size: Int, jsonBody: [UInt8]?, parsedBody: JSONValue?) -> RemoteRevision {
         var isDeletion = false
         if case .deleted = body { isDeletion = true }
         let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
@@ -372,10 +381,6 @@ extension PeerSession {
             case .failure(let failure): return .failure(failure)
             }
         }
-        var object: BlobDigest?
-        var size = 0
-        var jsonBody: [UInt8]?
-        var parsedBody: JSONValue?
         do {
             switch body {
             case .deleted:
@@ -384,14 +389,8 @@ extension PeerSession {
                 preconditionFailure("a decoded rev carries .json, not \(bytes.count) raw bytes")
             case .json(let value):
                 for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
-                let bytes = canonical ?? value.canonicalBytes
-                jsonBody = bytes
-                parsedBody = value
-                size = bytes.count
             case .blob(let ref):
                 if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
-                object = ref.digest
-                size = ref.length
             case .delta:
                 preconditionFailure("expanded above")
             }
@@ -408,8 +407,7 @@ extension PeerSession {
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, object: object, size: size,
-                              jsonBody: jsonBody, parsedBody: parsedBody)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, canonical: canonical)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {

@@ -30,7 +30,7 @@ extension FolderStore {
         // The document's file from an earlier revision in this batch is not in place yet; the
         // ingest below must see it, so the batch commits first (rare: a batch holds one
         // revision per document unless a peer sends several in a row).
-        if objects.batch?.pendingFilePaths.contains(layout.path(of: doc.rawValue)) == true { try flushBatch() }
+        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)] != nil { try flushBatch() }
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
         // No file a moment ago (the common case when receiving a new document): no second stat.
@@ -56,7 +56,7 @@ extension FolderStore {
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
                             knownBody: (object: BlobDigest, body: JSONValue)? = nil) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
-        if objects.batch?.pendingFilePaths.contains(path) == true { try flushBatch() }
+        if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
         guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         guard let current = current(doc), !current.deleted else {
             guard expecting != nil else { return .upToDate }

@@ -45,10 +45,7 @@ public struct RevisionTree: Sendable {
     /// Every known revision.
     public var nodes: RevisionNodes { RevisionNodes(tree: self) }
 
-    /// Revisions with no children.
-    public var leaves: [RevisionID] { leafNodes.map(\.rev) }
-
-    /// The nodes of `leaves`.
+    /// The nodes of the revisions with no children.
     public var leafNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
@@ -56,9 +53,6 @@ public struct RevisionTree: Sendable {
         case .many(let b): return b.leaves.compactMap { b.nodes[$0] }
         }
     }
-
-    /// The winning leaf.
-    public var currentRev: RevisionID? { current?.rev }
 
     /// The winning leaf's node.
     public var current: RevisionNode? {
@@ -151,9 +145,9 @@ public struct RevisionTree: Sendable {
     /// Distance from each revision to its nearest leaf (0 for leaves).
     func depthFromLeaves() -> [RevisionID: Int] {
         var depth: [RevisionID: Int] = [:]
-        for leaf in leaves {
+        for leaf in leafNodes {
             var d = 0
-            var cursor: RevisionID? = leaf
+            var cursor: RevisionID? = leaf.rev
             while let r = cursor {
                 if let known = depth[r], known <= d { break }
                 depth[r] = d
@@ -182,10 +176,6 @@ public struct RevisionNodes: Sendable {
     public subscript(rev: RevisionID) -> RevisionNode? { tree.node(rev) }
     /// Every known revision.
     public var keys: [RevisionID] { tree.allNodes.map(\.rev) }
-    /// Every node.
-    public var values: [RevisionNode] { tree.allNodes }
-    /// How many revisions are known.
-    public var count: Int { tree.allNodes.count }
 }
 
 /// A tree with more than one revision: nodes by revision, with the sets that keep finding

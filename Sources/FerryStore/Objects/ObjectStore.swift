@@ -273,10 +273,9 @@ public final class DurabilityBatch {
     var pendingRenames: [(String, String)] = []
     /// Temp path by final path, for reads of objects written in this batch.
     var pendingTemp: [String: String] = [:]
-    /// Documents' files written in the batch, renamed over their documents at commit.
-    var pendingFiles: [PendingFile] = []
-    /// The paths of `pendingFiles`.
-    var pendingFilePaths: Set<String> = []
+    /// Documents' files written in the batch, by document path, renamed over their
+    /// documents at commit.
+    var pendingFiles: [String: PendingFile] = [:]
     /// Set when documents' files were removed in the batch (without their own fsyncs): the
     /// commit must then sync even with nothing to rename.
     var filesRemoved = false
@@ -289,9 +288,8 @@ public final class DurabilityBatch {
 
     /// Queues a document's temp file to replace `file.path` at commit.
     func add(_ file: PendingFile) {
-        precondition(!pendingFilePaths.contains(file.path), "one pending file per path: flush the batch first")
-        pendingFiles.append(file)
-        pendingFilePaths.insert(file.path)
+        precondition(pendingFiles[file.path] == nil, "one pending file per path: flush the batch first")
+        pendingFiles[file.path] = file
     }
 
     /// Makes everything written in the batch durable and visible: `install` renames each
@@ -304,9 +302,8 @@ public final class DurabilityBatch {
         for (temp, final) in pendingRenames { try FileSystem.renameMakingDirectory(temp, final) }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
-        let files = pendingFiles
+        let files = pendingFiles.values
         pendingFiles.removeAll()
-        pendingFilePaths.removeAll()
         filesRemoved = false
         for file in files { install(file) }
         try FileSystem.syncFilesystem(containing: root)
@@ -315,11 +312,10 @@ public final class DurabilityBatch {
     /// Drops the batch's temp files.
     func abandon() {
         for (temp, _) in pendingRenames { unlink(temp) }
-        for file in pendingFiles { unlink(file.temp) }
+        for file in pendingFiles.values { unlink(file.temp) }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
         pendingFiles.removeAll()
-        pendingFilePaths.removeAll()
         filesRemoved = false
     }
 }
