@@ -130,15 +130,22 @@ extension PeerSession {
             }
             let peer = machine.remotePeer
             var start = 0
+            // Two batches in flight: the next batch is announced as soon as this one's
+            // revisions are on the wire, so the peer's store never waits for the announcement
+            // and for this side's reading of the next bodies.
+            var unanswered: [SentRevision] = []
             while start < pending.count {
                 let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
                 start += batch.count
                 let toAnnounce = batch.filter { $0.origin != peer }
                 if !toAnnounce.isEmpty {
                     update { $0.pushCaughtUp = false }
-                    try await announceAndSend(Array(toAnnounce))
+                    let sent = try await announceAndSend(Array(toAnnounce))
+                    try await collectAnswers(unanswered)
+                    unanswered = sent
                 }
             }
+            try await collectAnswers(unanswered)
             cursor = max(cursor, scannedThrough)
             try await notify(.changes([]))
             update { $0.pushCaughtUp = true }
@@ -153,8 +160,9 @@ extension PeerSession {
         throw ReplicationError(endReason)
     }
 
-    /// One `changes` message and the `rev`s the peer asks for.
-    func announceAndSend(_ batch: [ChangedDocument]) async throws {
+    /// One `changes` message and the `rev`s the peer asks for, sent without waiting for
+    /// their answers (`collectAnswers` reads them).
+    func announceAndSend(_ batch: [ChangedDocument]) async throws -> [SentRevision] {
         let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
         let answer = try await request(.changes(entries))
         if case let .error(status, message) = answer {
@@ -167,14 +175,14 @@ extension PeerSession {
         for (i, change) in batch.enumerated() where i < answers.count {
             if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
         }
-        guard !wanted.isEmpty else { return }
+        guard !wanted.isEmpty else { return [] }
         update { $0.revisionsWanted += wanted.count }
         let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }
         let deltas = usesDeltas
         let revs: [OutgoingRevision?] = await shared.perform { store in
             asked.map { doc, rev, known in Self.outgoing(doc, rev, knownByPeer: known, deltas: deltas, store) }
         }
-        var waiting: [(OutgoingRevision, AsyncStream<Response>)] = []
+        var waiting: [SentRevision] = []
         for (i, rev) in revs.enumerated() {
             guard let rev else {
                 // Compacted or damaged since it was announced: say so instead of stalling.
@@ -183,11 +191,19 @@ extension PeerSession {
                 update { $0.revisionsFailed += 1 }
                 continue
             }
-            waiting.append((rev, try await send(rev.request).response))
+            waiting.append(SentRevision(revision: rev, answer: try await send(rev.request).response))
         }
+        return waiting
+    }
+
+    /// Waits for the peer's answers to revisions sent; a delta it could not use is sent again
+    /// whole. Throws when the peer refused one for good, or could not store one (so the
+    /// checkpoint does not move past it).
+    func collectAnswers(_ waiting: [SentRevision]) async throws {
         var transientFailure: String?
-        for (rev, stream) in waiting {
-            var response = try await response(stream, to: "rev")
+        for sent in waiting {
+            let rev = sent.revision
+            var response = try await response(sent.answer, to: "rev")
             if case .error(Self.deltaRefusedStatus, let message) = response, let full = rev.fullBody {
                 // The receiver could not use the delta (its base is gone, or it did not
                 // reproduce the revision): send the whole body instead.
@@ -327,19 +343,20 @@ extension PeerSession {
 
     /// A received revision as the store takes it, from the peer on this connection; every
     /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
-    /// canonical bytes when they were computed to check it).
+    /// canonical bytes when they were computed to check it). A JSON body's files start being
+    /// written now, on the folder's file worker, while the store is busy with earlier ones.
     private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
                           canonical: [UInt8]? = nil) -> RemoteRevision {
         var object: BlobDigest?
         var size = 0
-        var jsonBody: [UInt8]?
+        var jsonBody: ReceivedBody?
         var parsedBody: JSONValue?
         switch body {
         case .deleted:
             break
         case .json(let value):
             let bytes = canonical ?? value.canonicalBytes
-            (jsonBody, parsedBody, size) = (bytes, value, bytes.count)
+            (jsonBody, parsedBody, size) = (shared.prepare(value, canonical: bytes, for: doc), value, bytes.count)
         case .blob(let ref):
             (object, size) = (ref.digest, ref.length)
         case .delta, .canonicalJSON:
@@ -411,6 +428,7 @@ extension PeerSession {
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {
+                remote.jsonBody.map(shared.discard)
                 done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
                 return
             }
@@ -468,6 +486,12 @@ extension PeerSession {
             }
         }
     }
+}
+
+/// A `rev` on the wire and the stream its answer arrives on.
+struct SentRevision {
+    var revision: OutgoingRevision
+    var answer: AsyncStream<Response>
 }
 
 /// A `rev` ready to send, and for a delta the whole-body `rev` to send if the peer refuses it.

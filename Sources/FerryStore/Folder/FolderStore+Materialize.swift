@@ -22,10 +22,14 @@ extension FolderStore {
     /// revision (and resolves conflicts); then writes the current revision to disk.
     /// `parsedBody` is the JSON value of `incoming.object` when the caller has it (it wrote the
     /// object from that value's canonical bytes): the store then neither reads nor parses it
-    /// again, to check it or to write the file.
+    /// again, to check it or to write the file. `preparedFile` is a temp file beside the
+    /// document already holding that body pretty-printed (`SharedStore.prepare`): it is renamed
+    /// into place if the revision becomes current, and removed otherwise.
     @discardableResult
-    public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil) throws(StoreError) -> [LogEntry] {
+    public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil,
+                            preparedFile: String? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
+        defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
         // The document's file from an earlier revision in this batch is not in place yet; the
         // ingest below must see it, so the batch commits first (rare: a batch holds one
@@ -40,21 +44,29 @@ extension FolderStore {
         if case .unreadable = outcome { return entries }
         if outcome == .changing { return entries }
         let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
-        _ = try materialize(doc, expecting: fingerprint, knownBody: known)
+        let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
+        _ = try materialize(doc, expecting: fingerprint, knownBody: known, preparedFile: prepared)
         return entries
+    }
+
+    /// Removes a prepared temp file of `doc` unless the open batch is to rename it into place.
+    func dropUnlessPending(_ temp: String, of doc: DocumentID) {
+        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)]?.temp != temp { unlink(temp) }
     }
 
     /// Makes the file of `doc` show its current revision, atomically (temp file in the same
     /// directory, fsync, rename, fsync the directory). `expecting` is the file's fingerprint
     /// when its content was last recorded; if the file changed since, it is left alone.
     /// `knownBody` is a JSON body the caller already has parsed, with its object's digest; it
-    /// is used when that is the current revision's body.
+    /// is used when that is the current revision's body; so is `preparedFile`, a temp file
+    /// beside the document holding an object's body pretty-printed (in a batch only).
     ///
     /// In a batch the temp file is written without fsync and renamed when the batch commits,
     /// after the batch's first `syncfs` (see `DurabilityBatch`); `.written` then means "will be
     /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
-                            knownBody: (object: BlobDigest, body: JSONValue)? = nil) throws(StoreError) -> MaterializeOutcome {
+                            knownBody: (object: BlobDigest, body: JSONValue)? = nil,
+                            preparedFile: (object: BlobDigest, temp: String)? = nil) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
         guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
@@ -67,6 +79,10 @@ extension FolderStore {
             return .removed
         }
         if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object { return .upToDate }
+        if let batch = objects.batch, let preparedFile, preparedFile.object == current.object {
+            batch.add(PendingFile(doc: doc, temp: preparedFile.temp, path: path, expecting: expecting, object: preparedFile.object))
+            return .written
+        }
         let dir = FileSystem.dirname(of: path)
         let temp = dir + "/" + FolderScanner.temporaryPrefix + FileSystem.randomSuffix()
         let fd: Int32

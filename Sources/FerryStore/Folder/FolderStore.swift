@@ -35,6 +35,16 @@ public final class FolderStore {
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
 
+    /// A thread beside this one for file work: batches rename objects on it at commit, and
+    /// the shared store writes received bodies' files on it (started when first needed).
+    var fileWorker: FileWorker {
+        if let startedWorker { return startedWorker }
+        let worker = FileWorker()
+        startedWorker = worker
+        return worker
+    }
+    private var startedWorker: FileWorker?
+
     /// True when opened as the writer.
     public var isWritable: Bool { lock != nil }
     /// The folder's path.
@@ -67,6 +77,8 @@ public final class FolderStore {
             }
         }
     }
+
+    deinit { startedWorker?.stop() }
 
     /// The folder at `root` or its nearest ancestor holding `.ferry/`, as git finds its repo.
     public static func locate(from directory: String) -> String? {
@@ -148,7 +160,7 @@ public final class FolderStore {
     /// entries and at the end).
     public func batch<T>(flushEvery: Int = 4096, _ body: () throws -> T) throws -> T {
         precondition(objects.batch == nil, "batches do not nest")
-        objects.batch = DurabilityBatch(root: layout.stateDirectory)
+        objects.batch = DurabilityBatch(root: layout.stateDirectory, worker: fileWorker)
         batchFlushThreshold = flushEvery
         defer {
             objects.batch = nil

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import FerryCore
 
 /// The folder's single writer as the agent's services share it: the watcher's indexer, every
@@ -14,6 +17,8 @@ public actor SharedStore {
     private var subscribers: [Int: AsyncStream<Int>.Continuation] = [:]
     private var nextSubscriber = 0
     private var publishedSequence: Int
+    /// Writes received bodies' files beside the store (see `prepare`).
+    private nonisolated let fileWorker: FileWorker
 
     /// Shares `store`, which must be open for writing; nothing else may use it afterwards.
     public init(_ store: sending FolderStore) {
@@ -21,6 +26,7 @@ public actor SharedStore {
         self.info = store.info
         self.layout = store.layout
         self.publishedSequence = store.index.lastSeq
+        self.fileWorker = store.fileWorker
         self.store = store
     }
 
@@ -66,17 +72,32 @@ public actor SharedStore {
     /// Applies revisions received from a peer as one batch: one `syncfs` for all their bodies
     /// and files, then their log lines. Each revision succeeds or fails on its own; if the
     /// batch itself cannot be made durable (a full disk), all fail and nothing is recorded.
+    /// Their bodies' files were written as they arrived (`prepare`); the ones still being
+    /// written are waited for first.
     public func applyRemote(_ revisions: [RemoteRevision]) -> [Result<[LogEntry], StoreError>] {
         defer { publish() }
+        if let last = revisions.lazy.compactMap({ $0.jsonBody?.ticket }).max() { fileWorker.wait(through: last) }
         var results: [Result<[LogEntry], StoreError>] = []
         do {
             try store.batch {
                 for remote in revisions {
                     do {
                         var incoming = remote.incoming
-                        if let body = remote.jsonBody { incoming.object = try store.objects.write(body) }
-                        results.append(.success(try store.applyRemote(incoming, parsedBody: remote.jsonBody == nil ? nil : remote.parsedBody)))
+                        var preparedFile: String?
+                        if let body = remote.jsonBody {
+                            if let error = body.error { throw error }
+                            try store.objects.adopt(temp: body.objectTemp, as: body.digest)
+                            body.objectTemp = nil
+                            incoming.object = body.digest
+                            preparedFile = body.documentTemp
+                        }
+                        results.append(.success(try store.applyRemote(incoming, parsedBody: remote.parsedBody, preparedFile: preparedFile)))
                     } catch {
+                        if let body = remote.jsonBody {
+                            // Whatever the job wrote and the store did not take.
+                            body.objectTemp.map { _ = unlink($0) }
+                            body.documentTemp.map { store.dropUnlessPending($0, of: remote.incoming.doc) }
+                        }
                         results.append(.failure((error as? StoreError) ?? StoreError(.io, "\(error)")))
                     }
                 }
@@ -88,6 +109,31 @@ public actor SharedStore {
         return results
     }
 
+    /// Starts writing a received JSON body's files on the folder's file worker (the object's
+    /// bytes, and the document's pretty-printed temp file) and returns at once: called by a
+    /// session as each revision arrives, on its own thread, so that files are created while
+    /// the store is busy with earlier revisions. `canonical` are the canonical bytes of
+    /// `value`; `doc` is the document it is a body of.
+    public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], for doc: DocumentID) -> ReceivedBody {
+        let layout = self.layout
+        let document = layout.path(of: doc.rawValue)
+        let digest = BlobDigest.of(canonical)
+        var body: ReceivedBody?
+        fileWorker.submit { ticket in
+            let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)
+            body = received
+            return { received.write(canonical: canonical, value: value, document: document, layout: layout) }
+        }
+        return body!
+    }
+
+    /// Removes a prepared body's files when its revision will never reach the store (the
+    /// connection closed first); waits for the job writing them.
+    public nonisolated func discard(_ body: ReceivedBody) {
+        fileWorker.wait(through: body.ticket)
+        body.removeFiles()
+    }
+
     /// Saves the stat cache (the agent does this now and then and when it stops).
     public func saveStatCache() throws(StoreError) {
         try store.saveStatCache()
@@ -95,18 +141,18 @@ public actor SharedStore {
 }
 
 /// A revision from a peer as the replicator hands it over: its blobs are already stored; a
-/// JSON body comes as its canonical bytes, written by the store inside its batch, and as
-/// the value they encode (so the store neither reads nor parses them back).
+/// JSON body's files are being written by the file worker (`SharedStore.prepare`), and the
+/// value they encode comes along (so the store neither reads nor parses them back).
 public struct RemoteRevision: Sendable {
     /// The revision (for a JSON document, `object` is filled in from `jsonBody`).
     public var incoming: IncomingRevision
-    /// The canonical bytes of a JSON body.
-    public var jsonBody: [UInt8]?
-    /// The value `jsonBody` encodes, if the caller has it.
+    /// A JSON body's files.
+    public var jsonBody: ReceivedBody?
+    /// The value `jsonBody` holds.
     public var parsedBody: JSONValue?
 
-    /// A revision and its JSON body (bytes, and the value they encode), if it has one.
-    public init(incoming: IncomingRevision, jsonBody: [UInt8]?, parsedBody: JSONValue? = nil) {
+    /// A revision and its JSON body (files being written, and the value they hold), if it has one.
+    public init(incoming: IncomingRevision, jsonBody: ReceivedBody?, parsedBody: JSONValue?) {
         self.incoming = incoming
         self.jsonBody = jsonBody
         self.parsedBody = parsedBody

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FerryCore
+import Synchronization
 
 /// The content-addressed object store `.ferry/objects/ab/cdef…`: immutable files (0444)
 /// named by the SHA-256 of their exact bytes, written temp → fsync → rename, never rewritten.
@@ -38,6 +39,11 @@ public final class ObjectStore {
 
     /// The path of an object.
     public func path(for digest: BlobDigest) -> String {
+        Self.path(for: digest, in: directory)
+    }
+
+    /// The path of an object in the objects directory `directory`.
+    static func path(for digest: BlobDigest, in directory: String) -> String {
         let hex = digest.hex
         let split = hex.index(hex.startIndex, offsetBy: 2)
         return "\(directory)/\(hex[..<split])/\(hex[split...])"
@@ -65,6 +71,33 @@ public final class ObjectStore {
         }
         try install(temp: temp, as: digest)
         return digest
+    }
+
+    /// Takes in an object whose bytes another thread wrote to a temp file (`temp`; nil when
+    /// the object was already stored then): in a batch the temp file is renamed to its
+    /// address after the batch's first `syncfs`; outside one it is made durable and renamed
+    /// now. An object that got stored meanwhile is renamed over (same name, same bytes).
+    func adopt(temp: String?, as digest: BlobDigest) throws(StoreError) {
+        guard let temp else {
+            // Stored when the bytes arrived; `compact` may have removed it since.
+            guard contains(digest) else { throw StoreError(.notFound, "object \(digest) was removed before its revision was stored") }
+            return
+        }
+        if let batch, batch.pendingTemp[path(for: digest)] != nil {
+            unlink(temp)  // the same body twice in one batch
+            return
+        }
+        if batch == nil {
+            do {
+                let fd = try FileSystem.open(temp, O_RDONLY)
+                defer { close(fd) }
+                try FileSystem.sync(fd, path: temp)
+            } catch {
+                unlink(temp)
+                throw error
+            }
+        }
+        try install(temp: temp, as: digest)
     }
 
     /// Streams the file at `source` into the store, hashing as it copies; memory stays at one
@@ -191,6 +224,11 @@ public final class ObjectStore {
     }
 
     func newTempPath() -> String {
+        Self.newTempPath(in: tempDirectory)
+    }
+
+    /// A fresh name for an object's temp file in `tempDirectory`.
+    static func newTempPath(in tempDirectory: String) -> String {
         "\(tempDirectory)/obj-\(FileSystem.randomSuffix())"
     }
 }
@@ -280,8 +318,13 @@ public final class DurabilityBatch {
     /// commit must then sync even with nothing to rename.
     var filesRemoved = false
     let root: String
+    /// Renames objects at commit while the writer renames documents' files.
+    let worker: FileWorker
 
-    init(root: String) { self.root = root }
+    init(root: String, worker: FileWorker) {
+        self.root = root
+        self.worker = worker
+    }
 
     /// True when nothing was written or removed since the last commit.
     var isEmpty: Bool { pendingRenames.isEmpty && pendingFiles.isEmpty && !filesRemoved }
@@ -297,15 +340,23 @@ public final class DurabilityBatch {
     func commit(install: (PendingFile) -> Void) throws(StoreError) {
         guard !isEmpty else { return }
         try FileSystem.syncFilesystem(containing: root)
-        // An object already there has the same bytes (its name is their digest): renaming over
-        // it is harmless and saves a stat per object.
-        for (temp, final) in pendingRenames { try FileSystem.renameMakingDirectory(temp, final) }
+        // The worker renames the objects while this thread puts documents' files in place. An
+        // object already there has the same bytes (its name is their digest): renaming over it
+        // is harmless and saves a stat per object.
+        let renames = pendingRenames
+        let failure = Mutex<StoreError?>(nil)
+        worker.run({
+            do throws(StoreError) { for (temp, final) in renames { try FileSystem.renameMakingDirectory(temp, final) } } catch {
+                failure.withLock { $0 = error }
+            }
+        }, beside: {
+            for file in pendingFiles.values { install(file) }
+        })
+        if let error = failure.withLock({ $0 }) { throw error }
         pendingRenames.removeAll()
         pendingTemp.removeAll()
-        let files = pendingFiles.values
         pendingFiles.removeAll()
         filesRemoved = false
-        for file in files { install(file) }
         try FileSystem.syncFilesystem(containing: root)
     }
 

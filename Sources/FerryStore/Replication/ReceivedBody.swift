@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+
+/// A JSON body received from a peer, written to disk by the folder's file worker as soon as
+/// it arrives (`SharedStore.prepare`): its canonical bytes to a temp file for the object, and
+/// its pretty-printed form to a temp file beside the document. Neither is durable nor at its
+/// final name: the store waits for the job, adopts the object into its batch, and renames the
+/// document's temp file into place if the revision becomes the document's current one (it
+/// removes the file otherwise).
+///
+/// Unchecked `Sendable`: the job writes `objectTemp`, `documentTemp` and `error` before its
+/// ticket counts as done, and the store reads them only after waiting for that ticket (the
+/// worker's lock orders the two).
+public final class ReceivedBody: @unchecked Sendable {
+    /// The digest of the canonical bytes: the object's name.
+    public let digest: BlobDigest
+    /// Their count.
+    public let size: Int
+    /// The worker's ticket for the job writing the files.
+    let ticket: UInt64
+    /// The object's temp file; nil when the object was already stored.
+    var objectTemp: String?
+    /// The document's temp file (in the document's directory).
+    var documentTemp: String?
+    /// Why the files could not be written (a full disk); the revision then fails.
+    var error: StoreError?
+
+    init(digest: BlobDigest, size: Int, ticket: UInt64) {
+        self.digest = digest
+        self.size = size
+        self.ticket = ticket
+    }
+
+    /// Writes the files (on the worker): the object's bytes unless already stored, then the
+    /// document's pretty-printed temp file.
+    func write(canonical: [UInt8], value: JSONValue, document: String, layout: FolderLayout) {
+        do {
+            if !FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) {
+                let temp = ObjectStore.newTempPath(in: layout.tempDirectory)
+                try FileSystem.createFile(temp, canonical, mode: 0o444)
+                objectTemp = temp
+            }
+            let temp = FileSystem.dirname(of: document) + "/" + FolderScanner.temporaryPrefix + FileSystem.randomSuffix()
+            try FileSystem.createFile(temp, value.prettyBytes)
+            documentTemp = temp
+        } catch {
+            self.error = error
+        }
+    }
+
+    /// Removes whatever the job wrote (the revision was not stored).
+    func removeFiles() {
+        if let objectTemp { unlink(objectTemp) }
+        if let documentTemp { unlink(documentTemp) }
+        objectTemp = nil
+        documentTemp = nil
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+import Testing
+import FerryCore
+@testable import FerryStore
+import FerryTesting
+
+/// The receiving side's pipeline: bodies' files written on the file worker as revisions
+/// arrive, then adopted (or removed) by the store's batch.
+@Suite struct ReceivePipelineTests {
+    @Test func theFileWorkerRunsJobsInOrderAndWaitsThroughATicket() {
+        let worker = FileWorker()
+        defer { worker.stop() }
+        let done = Mutex<[UInt64]>([])
+        var tickets: [UInt64] = []
+        for _ in 0..<50 {
+            worker.submit { ticket in
+                tickets.append(ticket)
+                return {
+                    usleep(200)
+                    done.withLock { $0.append(ticket) }
+                }
+            }
+        }
+        #expect(tickets == Array(tickets[0]...tickets[0] + 49))
+        // Every job up to the 20th has run when the wait returns (some by this thread).
+        worker.wait(through: tickets[19])
+        let finished = Set(done.withLock { $0 })
+        #expect(tickets[0...19].allSatisfy(finished.contains))
+        worker.wait(through: tickets[49])
+        #expect(done.withLock { $0.count } == 50)
+        // A job run beside the caller's own work: both have run when it returns.
+        let beside = Mutex(0)
+        worker.run({ beside.withLock { $0 += 1 } }, beside: { beside.withLock { $0 += 10 } })
+        #expect(beside.withLock { $0 } == 11)
+    }
+
+    @Test func receivedBodiesAreWrittenAheadAndPutInPlaceByTheBatch() async throws {
+        let f = try TestFolder()
+        let root = f.root, tempDirectory = f.store.layout.tempDirectory
+        let shared = SharedStore(f.store)
+        let docs = try (0..<5).map { try DocumentID("items/\($0).json") }
+        var revisions: [RemoteRevision] = []
+        for (i, doc) in docs.enumerated() {
+            let value: JSONValue = .object(["n": .int(i), "name": .string("item \(i)")])
+            revisions.append(remote(doc, value, shared))
+        }
+        let results = await shared.applyRemote(revisions)
+        #expect(results.allSatisfy { (try? $0.get().count) == 1 })
+        for (i, doc) in docs.enumerated() {
+            let text = try String(contentsOfFile: root + "/" + doc.rawValue, encoding: .utf8)
+            #expect(try JSONParser.parse(Array(text.utf8)) == .object(["n": .int(i), "name": .string("item \(i)")]))
+            #expect(text.contains("\n  \"name\""))  // pretty-printed, as a person would write it
+        }
+        let objects = try FileSystem.listDirectory(tempDirectory)
+        #expect(objects.isEmpty)
+        #expect(try temporaryFiles(under: root).isEmpty)
+        let stored = try await shared.perform { store in try store.verify() }
+        #expect(stored.isClean)
+    }
+
+    @Test func aRefusedOrAlreadyKnownRevisionLeavesNoFileBehind() async throws {
+        let f = try TestFolder()
+        let root = f.root, tempDirectory = f.store.layout.tempDirectory
+        let shared = SharedStore(f.store)
+        let doc = try DocumentID("a.json")
+        let good = remote(doc, .object(["v": .int(1)]), shared)
+        #expect((try? await shared.applyRemote([good])[0].get().count) == 1)
+        // The same revision again (its files written anew): nothing recorded, nothing left.
+        let again = remote(doc, .object(["v": .int(1)]), shared)
+        #expect((try? await shared.applyRemote([again])[0].get()) == [])
+        // A history that does not descend one generation at a time: refused.
+        var bad = remote(doc, .object(["v": .int(2)]), shared)
+        bad.incoming.rev = try RevisionID("5-" + String(repeating: "ab", count: 16))
+        bad.incoming.history = [good.incoming.rev]
+        let refused = await shared.applyRemote([bad])[0]
+        #expect(throws: StoreError.self) { try refused.get() }
+        // Its document's parent is a file: the worker cannot write it; refused, nothing left.
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: root + "/blocked"))
+        let blocked = remote(try DocumentID("blocked/b.json"), .object(["v": .int(3)]), shared)
+        let outcome = await shared.applyRemote([blocked])[0]
+        #expect(throws: StoreError.self) { try outcome.get() }
+        // A body prepared for a connection that closed before storing it.
+        let dropped = remote(try DocumentID("c.json"), .object(["v": .int(4)]), shared)
+        shared.discard(dropped.jsonBody!)
+        #expect(try FileSystem.listDirectory(tempDirectory).isEmpty)
+        #expect(try temporaryFiles(under: root).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: root + "/c.json"))
+    }
+
+    /// A peer's first revision of `doc` with body `value`, its files being written.
+    private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
+        let bytes = value.canonicalBytes
+        let body = shared.prepare(value, canonical: bytes, for: doc)
+        let rev = RevisionID.compute(parent: nil, deleted: false, body: body.digest)
+        let incoming = IncomingRevision(doc: doc, rev: rev, history: [], deleted: false, object: nil, size: bytes.count, origin: "peer")
+        return RemoteRevision(incoming: incoming, jsonBody: body, parsedBody: value)
+    }
+
+    /// Files named like ferry's temp files anywhere in the folder (outside `.ferry/`).
+    private func temporaryFiles(under root: String) throws -> [String] {
+        let all = FileManager.default.enumerator(atPath: root)?.allObjects as? [String] ?? []
+        return all.filter { !$0.hasPrefix(".ferry") && ($0 as NSString).lastPathComponent.hasPrefix(FolderScanner.temporaryPrefix) }
+    }
+}
