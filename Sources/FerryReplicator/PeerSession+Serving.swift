@@ -350,13 +350,12 @@ extension PeerSession {
         var object: BlobDigest?
         var size = 0
         var jsonBody: ReceivedBody?
-        var parsedBody: JSONValue?
         switch body {
         case .deleted:
             break
         case .json(let value):
             let bytes = canonical ?? value.canonicalBytes
-            (jsonBody, parsedBody, size) = (shared.prepare(value, canonical: bytes, for: doc), value, bytes.count)
+            (jsonBody, size) = (shared.prepare(value, canonical: bytes, for: doc), bytes.count)
         case .blob(let ref):
             (object, size) = (ref.digest, ref.length)
         case .delta, .canonicalJSON:
@@ -366,7 +365,7 @@ extension PeerSession {
         if case .deleted = body { isDeletion = true }
         let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
                                         size: size, origin: machine.remotePeer ?? "peer")
-        return RemoteRevision(incoming: incoming, jsonBody: jsonBody, parsedBody: parsedBody)
+        return RemoteRevision(incoming: incoming, jsonBody: jsonBody)
     }
 
     /// Counts a received revision and answers its request (an error status when refused).

@@ -35,6 +35,25 @@ import FerryTesting
         #expect(beside.withLock { $0 } == 11)
     }
 
+    @Test func aSubmitterRunsJobsItselfBeyondTheQueueLimit() {
+        let worker = FileWorker()
+        defer { worker.stop() }
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let done = Mutex(0)
+        // The worker is stuck in the first job; the next ones pile up behind it.
+        worker.submit { _ in { started.signal(); release.wait() } }
+        started.wait()
+        for _ in 0..<10 {
+            worker.submit(queueLimit: 2) { _ in { done.withLock { $0 += 1 } } }
+        }
+        // At most two wait: the submitter ran the other eight itself.
+        #expect(done.withLock { $0 } == 8)
+        release.signal()
+        worker.wait(through: .max)
+        #expect(done.withLock { $0 } == 10)
+    }
+
     @Test func receivedBodiesAreWrittenAheadAndPutInPlaceByTheBatch() async throws {
         let f = try TestFolder()
         let root = f.root, tempDirectory = f.store.layout.tempDirectory
@@ -94,12 +113,12 @@ import FerryTesting
         let body = shared.prepare(value, canonical: bytes, for: doc)
         let rev = RevisionID.compute(parent: nil, deleted: false, body: body.digest)
         let incoming = IncomingRevision(doc: doc, rev: rev, history: [], deleted: false, object: nil, size: bytes.count, origin: "peer")
-        return RemoteRevision(incoming: incoming, jsonBody: body, parsedBody: value)
+        return RemoteRevision(incoming: incoming, jsonBody: body)
     }
 
     /// Files named like ferry's temp files anywhere in the folder (outside `.ferry/`).
     private func temporaryFiles(under root: String) throws -> [String] {
         let all = FileManager.default.enumerator(atPath: root)?.allObjects as? [String] ?? []
-        return all.filter { !$0.hasPrefix(".ferry") && ($0 as NSString).lastPathComponent.hasPrefix(FolderScanner.temporaryPrefix) }
+        return all.filter { !$0.hasPrefix(".ferry/") && ($0 as NSString).lastPathComponent.hasPrefix(FolderScanner.temporaryPrefix) }
     }
 }

@@ -22,11 +22,12 @@ extension FolderStore {
     /// revision (and resolves conflicts); then writes the current revision to disk.
     /// `parsedBody` is the JSON value of `incoming.object` when the caller has it (it wrote the
     /// object from that value's canonical bytes): the store then neither reads nor parses it
-    /// again, to check it or to write the file. `preparedFile` is a temp file beside the
-    /// document already holding that body pretty-printed (`SharedStore.prepare`): it is renamed
-    /// into place if the revision becomes current, and removed otherwise.
+    /// again, to check it or to write the file. `bodyChecked`: as in `insertRemote`.
+    /// `preparedFile` is a temp file beside the document already holding the body
+    /// pretty-printed (`SharedStore.prepare`): it is renamed into place if the revision becomes
+    /// current, and removed otherwise.
     @discardableResult
-    public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil,
+    public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
                             preparedFile: String? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
@@ -40,7 +41,7 @@ extension FolderStore {
         // No file a moment ago (the common case when receiving a new document): no second stat.
         let fingerprint: FileFingerprint?
         if case .deleted = outcome { fingerprint = nil } else { fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue)) }
-        let entries = try insertRemote(incoming, parsedBody: parsedBody)
+        let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
         if case .unreadable = outcome { return entries }
         if outcome == .changing { return entries }
         let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }

@@ -35,11 +35,13 @@ extension FolderStore {
     /// revision and/or the deletion that close the conflict. A revision already known is a no-op.
     /// `parsedBody`: as in `applyRemote`.
     @discardableResult
-    public func insertRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil) throws(StoreError) -> [LogEntry] {
+    /// `bodyChecked`: the caller made sure the body is a JSON object whose blobs are here and
+    /// whose canonical bytes are the object (`SharedStore.prepare` does).
+    public func insertRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         let tree = index[doc] ?? RevisionTree()
         if let known = tree.nodes[incoming.rev], known.seq != 0 { return [] }
-        try validate(incoming, parsedBody: parsedBody)
+        try validate(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
         // Ancestors the tree lacks, up to and including the first one it knows (so the new
         // branch is linked to the known tree).
         var ancestors: [RevisionID] = []
@@ -56,8 +58,13 @@ extension FolderStore {
         return [entry] + (try resolveConflicts(doc))
     }
 
-    private func validate(_ r: IncomingRevision, parsedBody: JSONValue?) throws(StoreError) {
-        func reject(_ why: String) -> StoreError { StoreError(.invalidInput, "rejected \(r.doc)@\(r.rev) from \(r.origin): \(why)") }
+    /// Why a peer's revision is refused, as one sentence naming it.
+    static func rejection(_ r: IncomingRevision, _ why: String) -> StoreError {
+        StoreError(.invalidInput, "rejected \(r.doc)@\(r.rev) from \(r.origin): \(why)")
+    }
+
+    private func validate(_ r: IncomingRevision, parsedBody: JSONValue?, bodyChecked: Bool) throws(StoreError) {
+        func reject(_ why: String) -> StoreError { Self.rejection(r, why) }
         var expected = r.rev.generation - 1
         for h in r.history {
             if h.generation != expected { throw reject("its history does not descend one generation at a time") }
@@ -72,6 +79,7 @@ extension FolderStore {
             return
         }
         guard let object = r.object else { throw reject("a live revision needs a body") }
+        if bodyChecked { return }
         // A parsed body was written just now by the caller, from that very value.
         guard parsedBody != nil || objects.contains(object) else { throw reject("its body \(object) is not stored") }
         if r.doc.kind == .json {

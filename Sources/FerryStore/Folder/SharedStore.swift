@@ -85,13 +85,14 @@ public actor SharedStore {
                         var incoming = remote.incoming
                         var preparedFile: String?
                         if let body = remote.jsonBody {
+                            if let refusal = body.refusal { throw FolderStore.rejection(incoming, refusal) }
                             if let error = body.error { throw error }
                             try store.objects.adopt(temp: body.objectTemp, as: body.digest)
                             body.objectTemp = nil
                             incoming.object = body.digest
                             preparedFile = body.documentTemp
                         }
-                        results.append(.success(try store.applyRemote(incoming, parsedBody: remote.parsedBody, preparedFile: preparedFile)))
+                        results.append(.success(try store.applyRemote(incoming, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile)))
                     } catch {
                         if let body = remote.jsonBody {
                             // Whatever the job wrote and the store did not take.
@@ -109,23 +110,31 @@ public actor SharedStore {
         return results
     }
 
-    /// Starts writing a received JSON body's files on the folder's file worker (the object's
-    /// bytes, and the document's pretty-printed temp file) and returns at once: called by a
-    /// session as each revision arrives, on its own thread, so that files are created while
-    /// the store is busy with earlier revisions. `canonical` are the canonical bytes of
-    /// `value`; `doc` is the document it is a body of.
+    /// Checks a received JSON body and starts writing its files on the folder's file worker
+    /// (the object's bytes, and the document's pretty-printed temp file); returns at once.
+    /// Called by a session as each revision arrives, on its own thread, so that files are
+    /// created while the store is busy with earlier revisions; the value is kept only until
+    /// its files are written. `canonical` are the canonical bytes of `value`; `doc` is the
+    /// document it is a body of.
     public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], for doc: DocumentID) -> ReceivedBody {
         let layout = self.layout
         let document = layout.path(of: doc.rawValue)
         let digest = BlobDigest.of(canonical)
+        if let refusal = ReceivedBody.refusal(of: value, objectsDirectory: layout.objectsDirectory) {
+            return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
+        }
         var body: ReceivedBody?
-        fileWorker.submit { ticket in
+        fileWorker.submit(queueLimit: Self.preparedBodiesQueued) { ticket in
             let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)
             body = received
             return { received.write(canonical: canonical, value: value, document: document, layout: layout) }
         }
         return body!
     }
+
+    /// Most received bodies waiting for the file worker; beyond it the receiving session writes
+    /// the oldest itself (each holds its bytes and value until written).
+    static let preparedBodiesQueued = 256
 
     /// Removes a prepared body's files when its revision will never reach the store (the
     /// connection closed first); waits for the job writing them.
@@ -141,20 +150,17 @@ public actor SharedStore {
 }
 
 /// A revision from a peer as the replicator hands it over: its blobs are already stored; a
-/// JSON body's files are being written by the file worker (`SharedStore.prepare`), and the
-/// value they encode comes along (so the store neither reads nor parses them back).
+/// JSON body was checked and its files are being written by the file worker
+/// (`SharedStore.prepare`), so the store neither reads nor parses it back.
 public struct RemoteRevision: Sendable {
     /// The revision (for a JSON document, `object` is filled in from `jsonBody`).
     public var incoming: IncomingRevision
     /// A JSON body's files.
     public var jsonBody: ReceivedBody?
-    /// The value `jsonBody` holds.
-    public var parsedBody: JSONValue?
 
-    /// A revision and its JSON body (files being written, and the value they hold), if it has one.
-    public init(incoming: IncomingRevision, jsonBody: ReceivedBody?, parsedBody: JSONValue?) {
+    /// A revision and its JSON body's files, if it has one.
+    public init(incoming: IncomingRevision, jsonBody: ReceivedBody?) {
         self.incoming = incoming
         self.jsonBody = jsonBody
-        self.parsedBody = parsedBody
     }
 }

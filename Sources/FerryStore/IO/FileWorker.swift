@@ -33,13 +33,18 @@ final class FileWorker: @unchecked Sendable {
     }
 
     /// Queues the job `make` builds from its ticket (tickets grow by one per job; `make` runs
-    /// at once, with the queue locked).
-    func submit(_ make: (_ ticket: UInt64) -> Job) {
+    /// at once, with the queue locked). While more than `queueLimit` jobs wait, the caller
+    /// runs the oldest ones itself: what the queued jobs hold (a body's bytes) stays bounded
+    /// when jobs come faster than the worker runs them, and no thread waits.
+    func submit(queueLimit: Int = .max, _ make: (_ ticket: UInt64) -> Job) {
         condition.lock()
         defer { condition.unlock() }
         lastTicket += 1
         jobs.append((lastTicket, make(lastTicket)))
         condition.broadcast()
+        while jobs.count - next > queueLimit {
+            perform(takeJob())
+        }
     }
 
     /// Returns once every job up to `ticket` has run. Rather than sit idle, the calling thread

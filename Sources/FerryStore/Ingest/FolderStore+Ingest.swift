@@ -141,7 +141,13 @@ extension FolderStore {
             }
             report.add(file.doc, outcome)
         }
-        for doc in index.liveDocuments where !seen.contains(doc) {
+        // Documents live in the index whose file was not found, sorted among themselves only
+        // (sorting every live document was 5 % of a 100,000-document restart's profile).
+        let missing = index.trees.compactMap { doc, tree -> DocumentID? in
+            guard !seen.contains(doc), let current = tree.current, !current.deleted else { return nil }
+            return doc
+        }
+        for doc in missing.sorted() {
             // A file that is now ignored is no longer synced, but it was not deleted: recording
             // a deletion would delete it on every peer. Only a file that is gone is a deletion.
             if activeRules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) {

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import FerryCore
 
-/// A JSON body received from a peer, written to disk by the folder's file worker as soon as
-/// it arrives (`SharedStore.prepare`): its canonical bytes to a temp file for the object, and
+/// A JSON body received from a peer, checked and written to disk by the folder's file worker
+/// as soon as it arrives (`SharedStore.prepare`): its canonical bytes to a temp file for the object, and
 /// its pretty-printed form to a temp file beside the document. Neither is durable nor at its
 /// final name: the store waits for the job, adopts the object into its batch, and renames the
 /// document's temp file into place if the revision becomes the document's current one (it
@@ -26,11 +26,25 @@ public final class ReceivedBody: @unchecked Sendable {
     var documentTemp: String?
     /// Why the files could not be written (a full disk); the revision then fails.
     var error: StoreError?
+    /// Why the body itself is refused (not a JSON object, or it names a blob not here); no
+    /// files are written for it.
+    let refusal: String?
 
-    init(digest: BlobDigest, size: Int, ticket: UInt64) {
+    init(digest: BlobDigest, size: Int, ticket: UInt64, refusal: String? = nil) {
         self.digest = digest
         self.size = size
         self.ticket = ticket
+        self.refusal = refusal
+    }
+
+    /// Why `value` cannot be the body of a `.json` document here, or nil: it must be a JSON
+    /// object, and every blob it references must already be stored.
+    static func refusal(of value: JSONValue, objectsDirectory: String) -> String? {
+        guard case .object = value else { return "the body of a .json document must be a JSON object" }
+        for ref in (try? value.blobReferences()) ?? [] where !FileSystem.exists(ObjectStore.path(for: ref.digest, in: objectsDirectory)) {
+            return "it references blob \(ref.digest), which has not arrived"
+        }
+        return nil
     }
 
     /// Writes the files (on the worker): the object's bytes unless already stored, then the
