@@ -107,6 +107,25 @@ import FerryTesting
         #expect(!FileManager.default.fileExists(atPath: root + "/c.json"))
     }
 
+    @Test func aConflictingRevisionsPreparedFileGivesWayToTheMergedBody() async throws {
+        let f = try TestFolder()
+        let root = f.root, tempDirectory = f.store.layout.tempDirectory
+        let doc = try DocumentID("list.json")
+        try Data("{\"local\": 1}\n".utf8).write(to: URL(fileURLWithPath: root + "/list.json"))
+        _ = try f.store.ingest(doc)
+        let shared = SharedStore(f.store)
+        // A first revision of the same document from a peer: two roots, merged.
+        let theirs = remote(doc, .object(["remote": .int(2)]), shared)
+        let entries = try await shared.applyRemote([theirs])[0].get()
+        #expect(entries.count >= 2)  // their revision, then what closed the conflict
+        let onDisk = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: root + "/list.json"))))
+        let current = try await shared.perform { store in try store.jsonBody(of: store.current(doc)!, doc: doc) }
+        #expect(onDisk == current)
+        #expect(onDisk == .object(["local": .int(1), "remote": .int(2)]))
+        #expect(try FileSystem.listDirectory(tempDirectory).isEmpty)
+        #expect(try temporaryFiles(under: root).isEmpty)
+    }
+
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes
