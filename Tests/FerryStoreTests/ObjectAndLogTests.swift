@@ -75,3 +75,24 @@ import FerryTesting
         #expect(throws: Never.self) { try FolderStore.open(at: f.root, writable: false) }
     }
 }
+
+@Suite struct StatCacheTests {
+    @Test func aSavedCacheLoadsBackWhateverTheDocumentNames() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/statcache"
+        var cache = StatCache()
+        let names = ["plain.json", "sub dir/quote\"and\\backslash.json", "café/naïve.json", "tab\there.json"]
+        for (i, name) in names.enumerated() {
+            let fingerprint = FileFingerprint(inode: UInt64(100 + i), size: 10 * i, mtime: 1_000 + i, ctime: 2_000 + i)
+            cache.set(try DocumentID(name), StatCache.Entry(fingerprint: fingerprint, object: BlobDigest.of(Array(name.utf8))))
+        }
+        try cache.save(path: path)
+        let loaded = StatCache.load(path: path)
+        #expect(loaded.entries == cache.entries)
+        // A damaged line is skipped, not fatal.
+        let fd = open(path, O_WRONLY | O_APPEND)
+        _ = "1 2 3 4 nothex \"x.json\"\n".withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        #expect(StatCache.load(path: path).entries == cache.entries)
+    }
+}

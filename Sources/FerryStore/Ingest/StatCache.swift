@@ -39,6 +39,9 @@ public struct StatCache: Sendable {
         guard let st = try? FileSystem.lstat(path), let bytes = try? FileSystem.readFile(path) else { return cache }
         let saved = FileFingerprint(st).mtime
         bytes.withUnsafeBufferPointer { all in
+            // One entry per line: sized once instead of regrown (rehashing 100,000 entries
+            // along the way was 3 % of a restart's profile).
+            cache.entries.reserveCapacity(all.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 })
             var start = 0
             while start < all.count {
                 let end = all[start...].firstIndex(of: 0x0A) ?? all.count
@@ -73,10 +76,23 @@ public struct StatCache: Sendable {
         }
         guard let ino = number(field()), let size = number(field()), let mtime = number(field()),
               let ctime = number(field()), let hex = field(), let object = BlobDigest(asciiHex: hex),
-              case .string(let text)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: line[pos...])),
+              let text = jsonString(UnsafeBufferPointer(rebasing: line[pos...])),
               let doc = try? DocumentID(text)
         else { return nil }
         return (doc, Entry(fingerprint: FileFingerprint(inode: UInt64(ino), size: size, mtime: mtime, ctime: ctime), object: object))
+    }
+
+    /// The string a JSON string literal holds: read directly when it has no escapes (almost
+    /// every path), else by the JSON parser.
+    private static func jsonString(_ literal: UnsafeBufferPointer<UInt8>) -> String? {
+        if literal.count >= 2, literal.first == 0x22, literal.last == 0x22 {
+            let inner = UnsafeBufferPointer(rebasing: literal[1..<(literal.count - 1)])
+            if !inner.contains(where: { $0 == 0x5C || $0 == 0x22 || $0 < 0x20 }) {
+                return String(validating: inner, as: UTF8.self)
+            }
+        }
+        guard case .string(let text)? = try? JSONParser.parse(buffer: literal) else { return nil }
+        return text
     }
 
     /// Writes the cache atomically.
