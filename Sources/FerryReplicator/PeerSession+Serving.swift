@@ -164,6 +164,8 @@ extension PeerSession {
     /// their answers (`collectAnswers` reads them).
     func announceAndSend(_ batch: [ChangedDocument]) async throws -> [SentRevision] {
         let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
+        // The JSON bodies this batch may send are read into memory while the peer answers.
+        shared.prefetch(batch.filter { $0.doc.kind == .json }.compactMap(\.object))
         let answer = try await request(.changes(entries))
         if case let .error(status, message) = answer {
             throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)

@@ -15,6 +15,8 @@ public struct ChangedDocument: Sendable, Equatable {
     public var size: Int
     /// Where the revision came from: "local" or the peer id it was received from.
     public var origin: String
+    /// Its body's object (nil for a deletion).
+    public var object: BlobDigest?
 }
 
 extension FolderStore {
@@ -27,7 +29,8 @@ extension FolderStore {
         for (doc, tree) in index.trees {
             if let docIDs, !docIDs.contains(doc) { continue }
             guard let cur = tree.current, cur.seq > since else { continue }
-            out.append(ChangedDocument(seq: cur.seq, doc: doc, rev: cur.rev, deleted: cur.deleted, size: cur.size, origin: cur.origin))
+            out.append(ChangedDocument(seq: cur.seq, doc: doc, rev: cur.rev, deleted: cur.deleted, size: cur.size, origin: cur.origin,
+                                       object: cur.object))
         }
         out.sort { $0.seq < $1.seq }
         return out.count > limit ? Array(out.prefix(limit)) : out
