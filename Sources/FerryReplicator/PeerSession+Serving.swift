@@ -8,7 +8,7 @@ import Glibc
 
 extension PeerSession {
     /// Most entries per `changes` message this side sends.
-    static let changesBatchSize = 1000
+    static let changesBatchSize = 500
     /// Largest range asked per `getAttachment`: the bytes in flight, and so memory, stay
     /// bounded however large the blob.
     static let blobWindow = 8 << 20
