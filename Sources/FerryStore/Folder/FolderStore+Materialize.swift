@@ -85,14 +85,8 @@ extension FolderStore {
             return .written
         }
         let dir = FileSystem.dirname(of: path)
-        let temp = dir + "/" + FolderScanner.temporaryPrefix + FileSystem.randomSuffix()
-        let fd: Int32
-        do { fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) } catch where error.errno == ENOENT {
-            // A new directory: made only when needed (a mkdir per document is 10,000 failed
-            // system calls in an initial sync).
-            try FileSystem.makeDirectories(dir)
-            fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-        }
+        let temp = FolderScanner.temporaryPath(beside: path)
+        let fd = try FileSystem.createNew(temp)
         do {
             defer { close(fd) }
             switch doc.kind {

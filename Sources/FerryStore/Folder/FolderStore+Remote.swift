@@ -92,11 +92,18 @@ extension FolderStore {
                 guard parsed.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
                 value = parsed
             }
-            guard case .object = value else { throw reject("the body of a .json document must be a JSON object") }
-            for ref in (try? value.blobReferences()) ?? [] where !objects.contains(ref.digest) {
-                throw reject("it references blob \(ref.digest), which has not arrived")
-            }
+            if let why = Self.jsonBodyRefusal(value, isStored: objects.contains) { throw reject(why) }
         }
+    }
+
+    /// Why `value` cannot be the body of a `.json` document, or nil: it must be a JSON object,
+    /// and every blob it references must already be stored (`isStored`).
+    static func jsonBodyRefusal(_ value: JSONValue, isStored: (BlobDigest) -> Bool) -> String? {
+        guard case .object = value else { return "the body of a .json document must be a JSON object" }
+        for ref in (try? value.blobReferences()) ?? [] where !isStored(ref.digest) {
+            return "it references blob \(ref.digest), which has not arrived"
+        }
+        return nil
     }
 
     /// Closes every open conflict of `doc` (more than one live leaf), pairwise, best leaves

@@ -120,7 +120,8 @@ public actor SharedStore {
         let layout = self.layout
         let document = layout.path(of: doc.rawValue)
         let digest = BlobDigest.of(canonical)
-        if let refusal = ReceivedBody.refusal(of: value, objectsDirectory: layout.objectsDirectory) {
+        let stored = { (digest: BlobDigest) in FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) }
+        if let refusal = FolderStore.jsonBodyRefusal(value, isStored: stored) {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
         }
         var body: ReceivedBody?

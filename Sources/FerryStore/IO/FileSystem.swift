@@ -206,15 +206,20 @@ public enum FileSystem {
         return String(path[path.utf8.index(after: slash)...])
     }
 
-    /// Creates `path` (which must not exist) holding `bytes`, without fsync; its directory
-    /// is made only when the create fails for lack of it (a `mkdir` per file would be 10,000
-    /// failing calls in an initial sync). On failure nothing is left behind.
-    public static func createFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(StoreError) {
-        let fd: Int32
-        do { fd = try open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode) } catch where error.errno == ENOENT {
+    /// Creates `path` (which must not exist) for writing; its directory is made only when the
+    /// create fails for lack of it (a `mkdir` per file would be 10,000 failing calls in an
+    /// initial sync).
+    public static func createNew(_ path: String, mode: mode_t = 0o644) throws(StoreError) -> Int32 {
+        do { return try open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode) } catch where error.errno == ENOENT {
             try makeDirectories(dirname(of: path))
-            fd = try open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+            return try open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
         }
+    }
+
+    /// Creates `path` (which must not exist) holding `bytes`, without fsync (`createNew`). On
+    /// failure nothing is left behind.
+    public static func createFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(StoreError) {
+        let fd = try createNew(path, mode: mode)
         defer { close(fd) }
         do { try writeAll(fd, bytes, path: path) } catch {
             Glibc.unlink(path)

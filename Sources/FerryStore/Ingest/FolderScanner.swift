@@ -63,6 +63,11 @@ public struct FolderScanner {
 
     /// Prefix of the temp files ferry writes beside a document before renaming them over it.
     public static let temporaryPrefix = ".ferry-tmp-"
+
+    /// A fresh temp file name in the directory of `path` (which the scan skips).
+    static func temporaryPath(beside path: String) -> String {
+        FileSystem.dirname(of: path) + "/" + temporaryPrefix + FileSystem.randomSuffix()
+    }
     /// Why a temp file of ferry's is skipped: a writer was killed between write and rename.
     public static let interruptedWrite = "temp file of an interrupted write (removed by the folder's writer)"
 

@@ -73,29 +73,20 @@ public final class ObjectStore {
         return digest
     }
 
-    /// Takes in an object whose bytes another thread wrote to a temp file (`temp`; nil when
-    /// the object was already stored then): in a batch the temp file is renamed to its
-    /// address after the batch's first `syncfs`; outside one it is made durable and renamed
-    /// now. An object that got stored meanwhile is renamed over (same name, same bytes).
+    /// Takes into the open batch an object whose bytes another thread wrote to a temp file
+    /// (`temp`; nil when the object was already stored then): the temp file is renamed to its
+    /// address after the batch's first `syncfs`. An object that got stored meanwhile is renamed
+    /// over (same name, same bytes).
     func adopt(temp: String?, as digest: BlobDigest) throws(StoreError) {
         guard let temp else {
             // Stored when the bytes arrived; `compact` may have removed it since.
             guard contains(digest) else { throw StoreError(.notFound, "object \(digest) was removed before its revision was stored") }
             return
         }
-        if let batch, batch.pendingTemp[path(for: digest)] != nil {
+        guard let batch else { preconditionFailure("a prepared object is adopted inside a batch (its temp file is not durable)") }
+        if batch.pendingTemp[path(for: digest)] != nil {
             unlink(temp)  // the same body twice in one batch
             return
-        }
-        if batch == nil {
-            do {
-                let fd = try FileSystem.open(temp, O_RDONLY)
-                defer { close(fd) }
-                try FileSystem.sync(fd, path: temp)
-            } catch {
-                unlink(temp)
-                throw error
-            }
         }
         try install(temp: temp, as: digest)
     }

@@ -37,16 +37,6 @@ public final class ReceivedBody: @unchecked Sendable {
         self.refusal = refusal
     }
 
-    /// Why `value` cannot be the body of a `.json` document here, or nil: it must be a JSON
-    /// object, and every blob it references must already be stored.
-    static func refusal(of value: JSONValue, objectsDirectory: String) -> String? {
-        guard case .object = value else { return "the body of a .json document must be a JSON object" }
-        for ref in (try? value.blobReferences()) ?? [] where !FileSystem.exists(ObjectStore.path(for: ref.digest, in: objectsDirectory)) {
-            return "it references blob \(ref.digest), which has not arrived"
-        }
-        return nil
-    }
-
     /// Writes the files (on the worker): the object's bytes unless already stored, then the
     /// document's pretty-printed temp file.
     func write(canonical: [UInt8], value: JSONValue, document: String, layout: FolderLayout) {
@@ -56,7 +46,7 @@ public final class ReceivedBody: @unchecked Sendable {
                 try FileSystem.createFile(temp, canonical, mode: 0o444)
                 objectTemp = temp
             }
-            let temp = FileSystem.dirname(of: document) + "/" + FolderScanner.temporaryPrefix + FileSystem.randomSuffix()
+            let temp = FolderScanner.temporaryPath(beside: document)
             try FileSystem.createFile(temp, value.prettyBytes)
             documentTemp = temp
         } catch {
