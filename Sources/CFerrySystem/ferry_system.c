@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 #include "ferry_system.h"
 
@@ -20,4 +21,15 @@ int ferry_write_and_drop(int fd, long long offset, long long count) {
                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
     if (r != 0) return r;
     return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
+}
+
+/* Creates an unnamed regular file in directory (O_TMPFILE), open for writing; it gets a
+   name later with linkat, or vanishes when closed. */
+int ferry_open_unnamed(const char *directory, unsigned int mode) {
+    return open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
+}
+
+/* rename that fails with EEXIST instead of replacing an existing file. */
+int ferry_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }

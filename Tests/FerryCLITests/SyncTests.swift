@@ -181,21 +181,27 @@ import Testing
         try initFolder(a)
         try initFolder(b)
         _ = try FerryProcess.shell("head -c 1000000 /dev/urandom > \(tmp.path)/photo.bin && mv \(tmp.path)/photo.bin \(a)/photo.bin")
+        try Data("{\"note\": 1}\n".utf8).write(to: URL(fileURLWithPath: a + "/note.json"))
         let listener = try serve(a)
-        #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
+        #expect(eventually(10) { RevisionLogReader.lines(a).count == 2 })
         let trace = tmp.appending("trace")
-        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename", "-o", trace,
+        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename,renameat2,linkat", "-o", trace,
                                                          FerryProcess.ferryExecutable, "sync", try #require(listener.url), "--pull"], in: b)
         #expect(r.status == 0, "\(r.stderr)")
         let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
-        let renamed = try #require(calls.firstIndex { $0.contains("rename(") && $0.hasSuffix("/b/photo.bin\") = 0") }, "\(calls)")
-        let logged = try #require(calls[renamed...].firstIndex { $0.contains("fdatasync(") && $0.contains("/.ferry/revs.log>") }, "\(calls)")
-        #expect(calls[renamed..<logged].contains { $0.contains("syncfs(") && $0.hasSuffix("= 0") }, "no syncfs between the file's rename and its log line:\n\(calls.joined(separator: "\n"))")
-        // And its bytes are durable before its name: the last flush before the rename is the
-        // batch's syncfs (on ext4 without a journal a name can otherwise reach the disk first
-        // and show an empty file after a power cut).
-        let flushBefore = calls[..<renamed].last { $0.contains("sync") && $0.hasSuffix("= 0") }
-        #expect(flushBefore?.contains("syncfs(") == true, "the file was renamed before its data was flushed:\n\(calls.joined(separator: "\n"))")
+        // A JSON document gets its name by `linkat` of an unnamed file, a blob's file by a
+        // rename that does not replace: either way, the call naming the file.
+        for name in ["photo.bin", "note.json"] {
+            let named = try #require(calls.firstIndex { ($0.contains("rename") || $0.contains("linkat(")) && $0.contains("/b/\(name)\"") && $0.hasSuffix("= 0") },
+                                     "\(calls)")
+            let logged = try #require(calls[named...].firstIndex { $0.contains("fdatasync(") && $0.contains("/.ferry/revs.log>") }, "\(calls)")
+            #expect(calls[named..<logged].contains { $0.contains("syncfs(") && $0.hasSuffix("= 0") }, "no syncfs between \(name)'s naming and its log line:\n\(calls.joined(separator: "\n"))")
+            // And its bytes are durable before its name: the last flush before the naming is
+            // the batch's syncfs (on ext4 without a journal a name can otherwise reach the
+            // disk first and show an empty file after a power cut).
+            let flushBefore = calls[..<named].last { $0.contains("sync") && $0.hasSuffix("= 0") }
+            #expect(flushBefore?.contains("syncfs(") == true, "\(name) was named before its data was flushed:\n\(calls.joined(separator: "\n"))")
+        }
         #expect(FolderComparison.differences(a, b).isEmpty)
         listener.stop()
     }

@@ -7,6 +7,8 @@ public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// 64 lowercase hex digits.
     public var hex: String { packed.text }
+    /// Appends the hex text's bytes to `out`.
+    public func appendHex(to out: inout [UInt8]) { packed.appendText(to: &out) }
 
     /// Why a string is not a digest.
     public struct InvalidError: Error, Sendable, CustomStringConvertible {

@@ -28,7 +28,7 @@ extension FolderStore {
     /// current, and removed otherwise.
     @discardableResult
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
-                            preparedFile: String? = nil) throws(StoreError) -> [LogEntry] {
+                            preparedFile: TempFile? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
@@ -36,6 +36,17 @@ extension FolderStore {
         // ingest below must see it, so the batch commits first (rare: a batch holds one
         // revision per document unless a peer sends several in a row).
         if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)] != nil { try flushBatch() }
+        let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
+        let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
+        if index[doc] == nil && statCache.entries[doc] == nil && unreadable[doc] == nil {
+            // A document this folder never had (an initial sync's every revision): no file to
+            // record first, so no lookup. Its file is put in place by a link that fails if a
+            // file appeared meanwhile: the user's file is then kept, and recorded as an edit
+            // on top (as when the user writes it a moment after the revision arrives).
+            let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
+            _ = try materialize(doc, expecting: nil, knownBody: known, preparedFile: prepared, lookedJustNow: true)
+            return entries
+        }
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
         // No file a moment ago (the common case when receiving a new document): no second stat.
@@ -44,15 +55,13 @@ extension FolderStore {
         let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
         if case .unreadable = outcome { return entries }
         if outcome == .changing { return entries }
-        let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
-        let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
-        _ = try materialize(doc, expecting: fingerprint, knownBody: known, preparedFile: prepared)
+        _ = try materialize(doc, expecting: fingerprint, knownBody: known, preparedFile: prepared, lookedJustNow: fingerprint == nil)
         return entries
     }
 
-    /// Removes a prepared temp file of `doc` unless the open batch is to rename it into place.
-    func dropUnlessPending(_ temp: String, of doc: DocumentID) {
-        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)]?.temp != temp { unlink(temp) }
+    /// Removes a prepared temp file of `doc` unless the open batch is to put it in place.
+    func dropUnlessPending(_ temp: TempFile, of doc: DocumentID) {
+        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)]?.temp !== temp { temp.discard() }
     }
 
     /// Makes the file of `doc` show its current revision, atomically (temp file in the same
@@ -67,10 +76,19 @@ extension FolderStore {
     /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
                             knownBody: (object: BlobDigest, body: JSONValue)? = nil,
-                            preparedFile: (object: BlobDigest, temp: String)? = nil) throws(StoreError) -> MaterializeOutcome {
+                            preparedFile: (object: BlobDigest, temp: TempFile)? = nil) throws(StoreError) -> MaterializeOutcome {
+        try materialize(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: false)
+    }
+
+    /// `materialize`; `lookedJustNow`: the caller found no file a moment ago (`expecting` is
+    /// nil), so the file is not looked up again here: the install's link fails if one appeared.
+    func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
+                     preparedFile: (object: BlobDigest, temp: TempFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
-        guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
+        if !(lookedJustNow && expecting == nil) {
+            guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
+        }
         guard let current = current(doc), !current.deleted else {
             guard expecting != nil else { return .upToDate }
             statCache.set(doc, nil)
@@ -97,7 +115,7 @@ extension FolderStore {
                 try copyObject(current.object!, to: fd, path: temp)
             }
             if let batch = objects.batch {
-                batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!))
+                batch.add(PendingFile(doc: doc, temp: .named(temp), path: path, expecting: expecting, object: current.object!))
                 return .written
             }
             try FileSystem.sync(fd, path: temp)
@@ -105,30 +123,43 @@ extension FolderStore {
             unlink(temp)
             throw error
         }
-        let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!)
+        let install = PendingFile(doc: doc, temp: .named(temp), path: path, expecting: expecting, object: current.object!)
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
     }
 
-    /// Renames a document's durable temp file over the document, unless the file changed since
-    /// its content was last recorded (the user's edit wins; the temp file is dropped). Records
-    /// the new file's fingerprint. Returns false when the file was left alone.
+    /// Puts a document's durable temp file in place, unless the file changed since its content
+    /// was last recorded (the user's edit wins; the temp file is dropped). Records the new
+    /// file's fingerprint. Returns false when the file was left alone.
     func installPendingFile(_ file: PendingFile) throws(StoreError) -> Bool {
-        // Last look before the rename: an edit that landed meanwhile wins.
-        guard FileFingerprint.of(file.path) == file.expecting else {
-            unlink(file.temp)
-            logger.info("kept a local edit made while a peer's revision was written", metadata: ["doc": "\(file.doc)"])
-            return false
-        }
-        do { try FileSystem.rename(file.temp, file.path) } catch {
-            unlink(file.temp)
+        let written: FileFingerprint?
+        do {
+            if file.expecting == nil {
+                // No file was there: a link that fails if one appeared meanwhile is both the
+                // last look and the install, atomically.
+                written = try file.temp.link(as: file.path)
+                guard written != nil else { return keptLocalEdit(file) }
+            } else {
+                // Last look before the rename: an edit that landed meanwhile wins.
+                guard FileFingerprint.of(file.path) == file.expecting else { return keptLocalEdit(file) }
+                try file.temp.replace(file.path, besideName: FolderScanner.temporaryPath(beside: file.path))
+                written = FileFingerprint.of(file.path)
+            }
+        } catch {
+            file.temp.discard()
             throw error
         }
-        if let written = FileFingerprint.of(file.path) {
+        if let written {
             statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
         }
         return true
+    }
+
+    private func keptLocalEdit(_ file: PendingFile) -> Bool {
+        file.temp.discard()
+        logger.info("kept a local edit made while a peer's revision was written", metadata: ["doc": "\(file.doc)"])
+        return false
     }
 
     /// `installPendingFile` for a batch's commit: a file that cannot be put in place (its
