@@ -33,3 +33,8 @@ int ferry_open_unnamed(const char *directory, unsigned int mode) {
 int ferry_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
+
+/* Gives the file open on fd (an unnamed one) the name path: linkat with AT_EMPTY_PATH. */
+int ferry_link_descriptor(int fd, const char *path) {
+    return linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH);
+}

@@ -63,7 +63,19 @@ public final class TempFile: @unchecked Sendable {
         func attempt() -> Int32 {
             switch storage {
             case .unnamed(let fd):
-                // linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc link does not.
+                if Self.linksByDescriptor.load(ordering: .relaxed) {
+                    // Linux 6.10+ lets the opener link its own file by descriptor; before, it
+                    // takes CAP_DAC_READ_SEARCH and fails with ENOENT, as for a missing
+                    // directory: the directory tells which.
+                    if ferry_link_descriptor(fd, path) == 0 { return 0 }
+                    let error = errno
+                    guard error == ENOENT || error == EPERM, FileSystem.isDirectory(FileSystem.dirname(of: path)) else {
+                        errno = error
+                        return -1
+                    }
+                    Self.linksByDescriptor.store(false, ordering: .relaxed)
+                }
+                // Through /proc: a quarter of the link's cost is resolving this path.
                 return linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW)
             case .named(let temp):
                 return ferry_rename_noreplace(temp, path)
@@ -153,6 +165,8 @@ public final class TempFile: @unchecked Sendable {
         unnamedLimit.store(value, ordering: .relaxed)
     }
 
+    /// Cleared when `linkat(fd, "", AT_EMPTY_PATH)` turns out not to be allowed.
+    private static let linksByDescriptor = Atomic<Bool>(true)
     /// Cleared when the filesystem turns out not to support `O_TMPFILE`.
     private static let unnamedSupported = Atomic<Bool>(true)
 
