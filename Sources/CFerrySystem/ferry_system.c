@@ -23,18 +23,7 @@ int ferry_write_and_drop(int fd, long long offset, long long count) {
     return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
 }
 
-/* Creates an unnamed regular file in directory (O_TMPFILE), open for writing; it gets a
-   name later with linkat, or vanishes when closed. */
-int ferry_open_unnamed(const char *directory, unsigned int mode) {
-    return open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
-}
-
 /* rename that fails with EEXIST instead of replacing an existing file. */
 int ferry_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
-}
-
-/* Gives the file open on fd (an unnamed one) the name path: linkat with AT_EMPTY_PATH. */
-int ferry_link_descriptor(int fd, const char *path) {
-    return linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH);
 }

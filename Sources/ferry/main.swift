@@ -1,5 +1,4 @@
 import ArgumentParser
-import FerryStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,9 +11,6 @@ if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") {
     typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
     _ = unsafeBitCast(symbol, to: Mallopt.self)(-8, 1)
 }
-
-// A receiving replicator holds each revision's files open (unnamed) until its batch commits.
-FileSystem.raiseDescriptorLimit()
 
 // `ferry -C DIR COMMAND …` (git's form) is accepted by moving `-C DIR` after the command name,
 // where the commands' shared `FolderOptions` parse it.

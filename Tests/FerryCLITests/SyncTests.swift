@@ -185,14 +185,27 @@ import Testing
         let listener = try serve(a)
         #expect(eventually(10) { RevisionLogReader.lines(a).count == 2 })
         let trace = tmp.appending("trace")
-        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename,renameat2,linkat", "-o", trace,
+        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename,renameat2", "-o", trace,
                                                          FerryProcess.ferryExecutable, "sync", try #require(listener.url), "--pull"], in: b)
         #expect(r.status == 0, "\(r.stderr)")
-        let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
-        // A JSON document gets its name by `linkat` of an unnamed file, a blob's file by a
-        // rename that does not replace: either way, the call naming the file.
+        // strace splits a call that another thread interrupts ("… <unfinished ...>", later
+        // "<... renameat2 resumed>) = 0"): joined again, each call is one line where it began.
+        var calls: [String] = []
+        var unfinished: [Substring: Int] = [:]
+        for line in try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n") {
+            let pid = line.prefix { $0 != " " }
+            if line.hasSuffix("<unfinished ...>") {
+                unfinished[pid] = calls.count
+                calls.append(String(line.dropLast("<unfinished ...>".count)))
+            } else if let resumed = line.range(of: " resumed>"), let i = unfinished.removeValue(forKey: pid) {
+                calls[i] += line[resumed.upperBound...]
+            } else {
+                calls.append(String(line))
+            }
+        }
+        // A new document's file is named by a rename that does not replace (`renameat2`).
         for name in ["photo.bin", "note.json"] {
-            let named = try #require(calls.firstIndex { ($0.contains("rename") || $0.contains("linkat(")) && $0.contains("/b/\(name)\"") && $0.hasSuffix("= 0") },
+            let named = try #require(calls.firstIndex { $0.contains("rename") && $0.contains("/b/\(name)\"") && $0.hasSuffix("= 0") },
                                      "\(calls)")
             let logged = try #require(calls[named...].firstIndex { $0.contains("fdatasync(") && $0.contains("/.ferry/revs.log>") }, "\(calls)")
             #expect(calls[named..<logged].contains { $0.contains("syncfs(") && $0.hasSuffix("= 0") }, "no syncfs between \(name)'s naming and its log line:\n\(calls.joined(separator: "\n"))")

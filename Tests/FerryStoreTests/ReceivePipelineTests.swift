@@ -74,30 +74,6 @@ import FerryTesting
         let objects = try FileSystem.listDirectory(tempDirectory)
         #expect(objects.isEmpty)
         #expect(try temporaryFiles(under: root).isEmpty)
-        #expect(openFiles(under: root).isEmpty)
-        let stored = try await shared.perform { store in try store.verify() }
-        #expect(stored.isClean)
-    }
-
-    @Test func withoutUnnamedFilesNamedTempFilesDoTheSameAndLeaveNothing() async throws {
-        // As on a filesystem without O_TMPFILE, or with the descriptor budget spent.
-        TempFile.limitUnnamedFiles(to: 0)
-        defer { TempFile.limitUnnamedFiles(to: nil) }
-        let f = try TestFolder()
-        let root = f.root, tempDirectory = f.store.layout.tempDirectory
-        let shared = SharedStore(f.store)
-        let fresh = remote(try DocumentID("items/new.json"), .object(["n": .int(1)]), shared)
-        #expect((try? await shared.applyRemote([fresh])[0].get().count) == 1)
-        #expect(try String(contentsOfFile: root + "/items/new.json", encoding: .utf8).contains("\"n\": 1"))
-        // A file the user created meanwhile is not renamed over either.
-        let theirs = remote(try DocumentID("mine.json"), .object(["remote": .int(1)]), shared)
-        try Data("{\"mine\": 1}\n".utf8).write(to: URL(fileURLWithPath: root + "/mine.json"))
-        _ = try await shared.applyRemote([theirs])[0].get()
-        #expect(try String(contentsOfFile: root + "/mine.json", encoding: .utf8) == "{\"mine\": 1}\n")
-        let dropped = remote(try DocumentID("c.json"), .object(["v": .int(4)]), shared)
-        shared.discard(dropped.jsonBody!)
-        #expect(try FileSystem.listDirectory(tempDirectory).isEmpty)
-        #expect(try temporaryFiles(under: root).isEmpty)
         let stored = try await shared.perform { store in try store.verify() }
         #expect(stored.isClean)
     }
@@ -128,7 +104,6 @@ import FerryTesting
         shared.discard(dropped.jsonBody!)
         #expect(try FileSystem.listDirectory(tempDirectory).isEmpty)
         #expect(try temporaryFiles(under: root).isEmpty)
-        #expect(openFiles(under: root).isEmpty)
         #expect(!FileManager.default.fileExists(atPath: root + "/c.json"))
     }
 
@@ -145,7 +120,6 @@ import FerryTesting
         #expect(entries.count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/new.json")) == mine)
         #expect(try temporaryFiles(under: root).isEmpty)
-        #expect(openFiles(under: root).isEmpty)
         // The next look records the user's file on top of the peer's revision.
         let outcome = try await shared.perform { store in try store.ingest(doc) }
         guard case .recorded = outcome else { Issue.record("the user's file was not recorded: \(outcome)"); return }
@@ -153,30 +127,17 @@ import FerryTesting
         #expect(current == .object(["mine": .bool(true)]))
     }
 
-    @Test func aTempFileIsLinkedOnlyWhereNothingIsAndReplacesOnlyWhenAsked() throws {
+    @Test func renameIfAbsentNeverReplacesAFile() throws {
         let dir = TemporaryDirectory()
-        let path = dir.path + "/sub/a.json"
-        let first = try TempFile.create(in: dir.path, namedPath: { dir.path + "/.t1" }, bytes: Array("one".utf8))
-        #expect(first.isUnnamed)
-        #expect(try String(contentsOfFile: first.readablePath, encoding: .utf8) == "one")
-        let placed = try first.link(as: path)  // its directory is made
-        #expect(placed?.size == 3)
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == "one")
-        let second = try TempFile.create(in: dir.path, namedPath: { dir.path + "/.t2" }, bytes: Array("two".utf8))
-        #expect(try second.link(as: path) == nil)  // taken: left alone
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == "one")
-        try second.replace(path, besideName: dir.path + "/sub/.t3")
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == "two")
-        let named = dir.path + "/.t4"
-        try Data("three".utf8).write(to: URL(fileURLWithPath: named))
-        #expect(try TempFile.named(named).link(as: path) == nil)  // a named one is not renamed over it either
-        #expect(FileManager.default.fileExists(atPath: named))
-        let dropped = try TempFile.create(in: dir.path, namedPath: { dir.path + "/.t5" }, bytes: Array("four".utf8))
-        #expect(openFiles(under: dir.path).count == 1)
-        dropped.discard()
-        #expect(openFiles(under: dir.path).isEmpty)
-        #expect(try FileSystem.listDirectory(dir.path).sorted() == [".t4", "sub"])
-        #expect(try FileSystem.listDirectory(dir.path + "/sub") == ["a.json"])
+        let a = dir.path + "/a", b = dir.path + "/b", target = dir.path + "/doc.json"
+        try Data("one".utf8).write(to: URL(fileURLWithPath: a))
+        try Data("two".utf8).write(to: URL(fileURLWithPath: b))
+        #expect(try FileSystem.renameIfAbsent(a, target))
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "one")
+        #expect(try !FileSystem.renameIfAbsent(b, target))  // taken: both left as they were
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "one")
+        #expect(try String(contentsOfFile: b, encoding: .utf8) == "two")
+        #expect(throws: StoreError.self) { try FileSystem.renameIfAbsent(dir.path + "/missing", dir.path + "/x") }
     }
 
     @Test func aConflictingRevisionsPreparedFileGivesWayToTheMergedBody() async throws {
@@ -205,17 +166,6 @@ import FerryTesting
         let rev = RevisionID.compute(parent: nil, deleted: false, body: body.digest)
         let incoming = IncomingRevision(doc: doc, rev: rev, history: [], deleted: false, object: nil, size: bytes.count, origin: "peer")
         return RemoteRevision(incoming: incoming, jsonBody: body)
-    }
-
-    /// This process's open descriptors on unnamed files under `root` (they show as
-    /// `DIR/#INODE (deleted)`): temp files not yet linked or dropped.
-    private func openFiles(under root: String) -> [String] {
-        guard let resolved = realpath(root, nil) else { return [] }
-        let prefix = String(cString: resolved) + "/"
-        free(resolved)
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }
-            .filter { $0.hasPrefix(prefix) && $0.hasSuffix(" (deleted)") }
     }
 
     /// Files named like ferry's temp files anywhere in the folder (outside `.ferry/`).

@@ -28,7 +28,7 @@ extension FolderStore {
     /// current, and removed otherwise.
     @discardableResult
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
-                            preparedFile: TempFile? = nil) throws(StoreError) -> [LogEntry] {
+                            preparedFile: String? = nil) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
@@ -39,10 +39,11 @@ extension FolderStore {
         let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
         let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
         if index[doc] == nil && statCache.entries[doc] == nil && unreadable[doc] == nil {
-            // A document this folder never had (an initial sync's every revision): no file to
-            // record first, so no lookup. Its file is put in place by a link that fails if a
-            // file appeared meanwhile: the user's file is then kept, and recorded as an edit
-            // on top (as when the user writes it a moment after the revision arrives).
+            // A document this folder never had (every revision of an initial sync): no file to
+            // record first, so no lookup (a miss in a directory of 10,000 names is not cheap).
+            // Its file is renamed into place only if no file of that name appeared meanwhile
+            // (`renameIfAbsent`); one that did is the user's: it is kept, and recorded as an
+            // edit on top, as when the user saves it a moment after the revision arrives.
             let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
             _ = try materialize(doc, expecting: nil, knownBody: known, preparedFile: prepared, lookedJustNow: true)
             return entries
@@ -59,9 +60,9 @@ extension FolderStore {
         return entries
     }
 
-    /// Removes a prepared temp file of `doc` unless the open batch is to put it in place.
-    func dropUnlessPending(_ temp: TempFile, of doc: DocumentID) {
-        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)]?.temp !== temp { temp.discard() }
+    /// Removes a prepared temp file of `doc` unless the open batch is to rename it into place.
+    func dropUnlessPending(_ temp: String, of doc: DocumentID) {
+        if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)]?.temp != temp { unlink(temp) }
     }
 
     /// Makes the file of `doc` show its current revision, atomically (temp file in the same
@@ -76,14 +77,14 @@ extension FolderStore {
     /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
                             knownBody: (object: BlobDigest, body: JSONValue)? = nil,
-                            preparedFile: (object: BlobDigest, temp: TempFile)? = nil) throws(StoreError) -> MaterializeOutcome {
+                            preparedFile: (object: BlobDigest, temp: String)? = nil) throws(StoreError) -> MaterializeOutcome {
         try materialize(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: false)
     }
 
     /// `materialize`; `lookedJustNow`: the caller found no file a moment ago (`expecting` is
-    /// nil), so the file is not looked up again here: the install's link fails if one appeared.
+    /// nil), so it is not looked up again here; the rename at install fails if one appeared.
     func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
-                     preparedFile: (object: BlobDigest, temp: TempFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
+                     preparedFile: (object: BlobDigest, temp: String)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
         if !(lookedJustNow && expecting == nil) {
@@ -115,7 +116,7 @@ extension FolderStore {
                 try copyObject(current.object!, to: fd, path: temp)
             }
             if let batch = objects.batch {
-                batch.add(PendingFile(doc: doc, temp: .named(temp), path: path, expecting: expecting, object: current.object!))
+                batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!))
                 return .written
             }
             try FileSystem.sync(fd, path: temp)
@@ -123,41 +124,38 @@ extension FolderStore {
             unlink(temp)
             throw error
         }
-        let install = PendingFile(doc: doc, temp: .named(temp), path: path, expecting: expecting, object: current.object!)
+        let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!)
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
     }
 
-    /// Puts a document's durable temp file in place, unless the file changed since its content
-    /// was last recorded (the user's edit wins; the temp file is dropped). Records the new
-    /// file's fingerprint. Returns false when the file was left alone.
+    /// Renames a document's durable temp file over the document, unless the file changed since
+    /// its content was last recorded (the user's edit wins; the temp file is dropped). Records
+    /// the new file's fingerprint. Returns false when the file was left alone.
     func installPendingFile(_ file: PendingFile) throws(StoreError) -> Bool {
-        let written: FileFingerprint?
         do {
             if file.expecting == nil {
-                // No file was there: a link that fails if one appeared meanwhile is both the
-                // last look and the install, atomically.
-                written = try file.temp.link(as: file.path)
-                guard written != nil else { return keptLocalEdit(file) }
+                // No file was there: a rename that fails if one appeared meanwhile is the last
+                // look and the install in one atomic step.
+                guard try FileSystem.renameIfAbsent(file.temp, file.path) else { return keptLocalEdit(file) }
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard FileFingerprint.of(file.path) == file.expecting else { return keptLocalEdit(file) }
-                try file.temp.replace(file.path, besideName: FolderScanner.temporaryPath(beside: file.path))
-                written = FileFingerprint.of(file.path)
+                try FileSystem.rename(file.temp, file.path)
             }
         } catch {
-            file.temp.discard()
+            unlink(file.temp)
             throw error
         }
-        if let written {
+        if let written = FileFingerprint.of(file.path) {
             statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
         }
         return true
     }
 
     private func keptLocalEdit(_ file: PendingFile) -> Bool {
-        file.temp.discard()
+        unlink(file.temp)
         logger.info("kept a local edit made while a peer's revision was written", metadata: ["doc": "\(file.doc)"])
         return false
     }

@@ -83,12 +83,12 @@ public actor SharedStore {
                 for remote in revisions {
                     do {
                         var incoming = remote.incoming
-                        var preparedFile: TempFile?
+                        var preparedFile: String?
                         if let body = remote.jsonBody {
                             if let refusal = body.refusal { throw FolderStore.rejection(incoming, refusal) }
                             if let error = body.error { throw error }
                             guard let objectTemp = body.objectTemp else { throw StoreError(.io, "the body of \(incoming.doc) was not written") }
-                            store.objects.adopt(temp: objectTemp, as: body.digest)
+                            try store.objects.adopt(temp: objectTemp, as: body.digest)
                             body.objectTemp = nil
                             incoming.object = body.digest
                             preparedFile = body.documentTemp
@@ -97,7 +97,7 @@ public actor SharedStore {
                     } catch {
                         if let body = remote.jsonBody {
                             // Whatever the job wrote and the store did not take.
-                            body.objectTemp?.discard()
+                            body.objectTemp.map { _ = unlink($0) }
                             body.documentTemp.map { store.dropUnlessPending($0, of: remote.incoming.doc) }
                         }
                         results.append(.failure((error as? StoreError) ?? StoreError(.io, "\(error)")))

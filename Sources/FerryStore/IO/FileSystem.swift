@@ -115,6 +115,23 @@ public enum FileSystem {
         if Glibc.rename(from, to) != 0 { throw StoreError.system("cannot rename to", path: to) }
     }
 
+    /// Renames unless something already has the name `to` (`RENAME_NOREPLACE`: the look and
+    /// the rename are one atomic step); returns false then, leaving both files as they were.
+    public static func renameIfAbsent(_ from: String, _ to: String) throws(StoreError) -> Bool {
+        if ferry_rename_noreplace(from, to) == 0 { return true }
+        switch errno {
+        case EEXIST:
+            return false
+        case EINVAL:
+            // A filesystem without RENAME_NOREPLACE: look, then rename (a narrow race).
+            if exists(to) { return false }
+            try rename(from, to)
+            return true
+        default:
+            throw StoreError.system("cannot rename to", path: to)
+        }
+    }
+
     /// Renames, creating the target's directory first if it is missing (cheaper than making
     /// sure of the directory before every rename when it almost always exists).
     public static func renameMakingDirectory(_ from: String, _ to: String) throws(StoreError) {

@@ -73,18 +73,16 @@ public final class ObjectStore {
         return digest
     }
 
-    /// Takes into the open batch an object whose bytes another thread wrote to a temp file:
-    /// it gets its address after the batch's first `syncfs`. An object already stored keeps
-    /// its file (same name, same bytes) and the temp file is dropped.
-    func adopt(temp: TempFile, as digest: BlobDigest) {
+    /// Takes into the open batch an object whose bytes another thread wrote to the temp file
+    /// `temp`: it is renamed to its address after the batch's first `syncfs`. An object stored
+    /// already is renamed over (same name, same bytes).
+    func adopt(temp: String, as digest: BlobDigest) throws(StoreError) {
         guard let batch else { preconditionFailure("a prepared object is adopted inside a batch (its temp file is not durable)") }
-        let final = path(for: digest)
-        if batch.pendingTemp[final] != nil {
-            temp.discard()  // the same body twice in one batch
+        if batch.pendingTemp[path(for: digest)] != nil {
+            unlink(temp)  // the same body twice in one batch
             return
         }
-        batch.pendingObjects.append((temp, final))
-        batch.pendingTemp[final] = temp.readablePath
+        try install(temp: temp, as: digest)
     }
 
     /// Streams the file at `source` into the store, hashing as it copies; memory stays at one
@@ -142,7 +140,7 @@ public final class ObjectStore {
             if let batch {
                 // Durable data before the name points at it: the batch syncs the temp files,
                 // then renames, then syncs again (see DurabilityBatch).
-                batch.pendingObjects.append((TempFile.named(temp), final))
+                batch.pendingRenames.append((temp, final))
                 batch.pendingTemp[final] = temp
                 return
             }
@@ -295,8 +293,7 @@ public final class PendingObject {
 /// `syncfs` makes the names durable, and only then may log lines refer to them. No name
 /// ever points at bytes that are not yet on disk, even on a filesystem without a journal.
 public final class DurabilityBatch {
-    /// Objects' temp files and their addresses, linked or renamed there at commit.
-    var pendingObjects: [(TempFile, String)] = []
+    var pendingRenames: [(String, String)] = []
     /// Temp path by final path, for reads of objects written in this batch.
     var pendingTemp: [String: String] = [:]
     /// Documents' files written in the batch, by document path, renamed over their
@@ -315,7 +312,7 @@ public final class DurabilityBatch {
     }
 
     /// True when nothing was written or removed since the last commit.
-    var isEmpty: Bool { pendingObjects.isEmpty && pendingFiles.isEmpty && !filesRemoved }
+    var isEmpty: Bool { pendingRenames.isEmpty && pendingFiles.isEmpty && !filesRemoved }
 
     /// Queues a document's temp file to replace `file.path` at commit.
     func add(_ file: PendingFile) {
@@ -328,22 +325,20 @@ public final class DurabilityBatch {
     func commit(install: (PendingFile) -> Void) throws(StoreError) {
         guard !isEmpty else { return }
         try FileSystem.syncFilesystem(containing: root)
-        // The worker puts the objects at their addresses while this thread puts documents'
-        // files in place. An object already there has the same bytes (its name is their
-        // digest): its temp file is dropped.
-        let objects = pendingObjects
+        // The worker renames the objects while this thread puts documents' files in place. An
+        // object already there has the same bytes (its name is their digest): renaming over it
+        // is harmless and saves a stat per object.
+        let renames = pendingRenames
         let failure = Mutex<StoreError?>(nil)
         worker.run({
-            do throws(StoreError) {
-                for (temp, final) in objects where try temp.link(as: final) == nil { temp.discard() }
-            } catch {
+            do throws(StoreError) { for (temp, final) in renames { try FileSystem.renameMakingDirectory(temp, final) } } catch {
                 failure.withLock { $0 = error }
             }
         }, beside: {
             for file in pendingFiles.values { install(file) }
         })
         if let error = failure.withLock({ $0 }) { throw error }
-        pendingObjects.removeAll()
+        pendingRenames.removeAll()
         pendingTemp.removeAll()
         pendingFiles.removeAll()
         filesRemoved = false
@@ -352,9 +347,9 @@ public final class DurabilityBatch {
 
     /// Drops the batch's temp files.
     func abandon() {
-        for (temp, _) in pendingObjects { temp.discard() }
-        for file in pendingFiles.values { file.temp.discard() }
-        pendingObjects.removeAll()
+        for (temp, _) in pendingRenames { unlink(temp) }
+        for file in pendingFiles.values { unlink(file.temp) }
+        pendingRenames.removeAll()
         pendingTemp.removeAll()
         pendingFiles.removeAll()
         filesRemoved = false
@@ -366,8 +361,8 @@ public final class DurabilityBatch {
 struct PendingFile {
     /// The document.
     let doc: DocumentID
-    /// The temp file holding the revision's content.
-    let temp: TempFile
+    /// The temp file beside it, holding the revision's content.
+    let temp: String
     /// The document's file.
     let path: String
     /// The file's fingerprint when its content was last recorded (nil: no file); if it

@@ -4,11 +4,11 @@ import Glibc
 import FerryCore
 
 /// A JSON body received from a peer, checked and written to disk by the folder's file worker
-/// as soon as it arrives (`SharedStore.prepare`): its canonical bytes to a temp file for the
-/// object, and its pretty-printed form to a temp file for the document (unnamed files where
-/// the filesystem allows, see `TempFile`). Neither is durable nor at its final name: the
-/// store waits for the job, adopts the object into its batch, and puts the document's file in
-/// place if the revision becomes the document's current one (it drops the file otherwise).
+/// as soon as it arrives (`SharedStore.prepare`): its canonical bytes to a temp file for the object, and
+/// its pretty-printed form to a temp file beside the document. Neither is durable nor at its
+/// final name: the store waits for the job, adopts the object into its batch, and renames the
+/// document's temp file into place if the revision becomes the document's current one (it
+/// removes the file otherwise).
 ///
 /// Unchecked `Sendable`: the job writes `objectTemp`, `documentTemp` and `error` before its
 /// ticket counts as done, and the store reads them only after waiting for that ticket (the
@@ -20,11 +20,10 @@ public final class ReceivedBody: @unchecked Sendable {
     public let size: Int
     /// The worker's ticket for the job writing the files.
     let ticket: UInt64
-    /// The object's temp file (its link to the object's address fails harmlessly when the
-    /// object is already stored: same name, same bytes).
-    var objectTemp: TempFile?
+    /// The object's temp file (nil until written, or if writing failed).
+    var objectTemp: String?
     /// The document's temp file (in the document's directory).
-    var documentTemp: TempFile?
+    var documentTemp: String?
     /// Why the files could not be written (a full disk); the revision then fails.
     var error: StoreError?
     /// Why the body itself is refused (not a JSON object, or it names a blob not here); no
@@ -39,13 +38,17 @@ public final class ReceivedBody: @unchecked Sendable {
     }
 
     /// Writes the files (on the worker): the object's bytes, then the document's
-    /// pretty-printed form.
+    /// pretty-printed temp file.
     func write(canonical: [UInt8], value: JSONValue, document: String, layout: FolderLayout) {
         do {
-            objectTemp = try TempFile.create(in: layout.tempDirectory, namedPath: { ObjectStore.newTempPath(in: layout.tempDirectory) },
-                                             bytes: canonical, mode: 0o444)
-            documentTemp = try TempFile.create(in: FileSystem.dirname(of: document),
-                                               namedPath: { FolderScanner.temporaryPath(beside: document) }, bytes: value.prettyBytes)
+            // Written even if the object is stored already: renaming over it at commit is
+            // harmless (same name, same bytes), and cheaper than a lookup for every body.
+            let object = ObjectStore.newTempPath(in: layout.tempDirectory)
+            try FileSystem.createFile(object, canonical, mode: 0o444)
+            objectTemp = object
+            let file = FolderScanner.temporaryPath(beside: document)
+            try FileSystem.createFile(file, value.prettyBytes)
+            documentTemp = file
         } catch {
             self.error = error
         }
@@ -53,8 +56,8 @@ public final class ReceivedBody: @unchecked Sendable {
 
     /// Removes whatever the job wrote (the revision was not stored).
     func removeFiles() {
-        objectTemp?.discard()
-        documentTemp?.discard()
+        if let objectTemp { unlink(objectTemp) }
+        if let documentTemp { unlink(documentTemp) }
         objectTemp = nil
         documentTemp = nil
     }
