@@ -104,6 +104,49 @@ defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(a
 
 print("ferry-bench — \(ProcessInfo.processInfo.processorCount) cores, work dir \(work)")
 
+/// Microseconds to create one empty file, the best of two rounds of 2,000 in fresh directories
+/// under `work` (left in place: removing them would cause what this looks for).
+nonisolated(unsafe) var probes = 0
+func fileCreationMicroseconds() -> Double {
+    var best = Double.infinity
+    for _ in 0..<2 {
+        probes += 1
+        let dir = work + "/probe-\(probes)"
+        mkdir(dir, 0o755)
+        let start = DispatchTime.now().uptimeNanoseconds
+        for i in 0..<2_000 {
+            let fd = open(dir + "/\(i)", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
+            if fd >= 0 { close(fd) }
+        }
+        best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 2_000 / 1_000)
+    }
+    return best
+}
+
+/// ext4 without a journal (this machine's disk) does not reuse an inode freed in the last
+/// minute (five while its inode table is not yet written back) and looks at each one it skips
+/// whenever it allocates: right after a mass deletion (a test run, the previous bench run's
+/// cleanup) creating a file costs 3-20x more, for a minute or more (it set in some seconds
+/// after an `rm -rf` here, and lasted ~50 s), and the figures would be the deletion's, not
+/// ferry's (rsync's too). So before its file-creating steps the bench waits, at most six
+/// minutes, until creating a file costs what it does on a quiet filesystem (18-40 us here),
+/// and says so. It is a probe, not a guarantee: a slow patch elsewhere on the disk can escape it.
+func waitForQuietFilesystem() {
+    let quiet = 60.0, deadline = DispatchTime.now().uptimeNanoseconds + 360_000_000_000
+    while true {
+        _ = try? settle()
+        let cost = fileCreationMicroseconds()
+        if cost <= quiet { return }
+        guard DispatchTime.now().uptimeNanoseconds < deadline else {
+            print(String(format: "filesystem still slow to create files (%.0f us each); measuring anyway: expect slow figures", cost))
+            return
+        }
+        print(String(format: "waiting for the filesystem: creating a file takes %.0f us (quiet: under %.0f us), as after a mass deletion", cost, quiet))
+        sleep(15)
+    }
+}
+waitForQuietFilesystem()
+
 // 1. `ferry init` of N × 1 KiB JSON files (durable: objects and log fsynced before it exits).
 let source = work + "/init"
 try FileManager.default.createDirectory(atPath: source + "/docs", withIntermediateDirectories: true)
@@ -347,7 +390,9 @@ do {
 }
 }
 
+waitForQuietFilesystem()
 try replicationFigures(tls: false)
+waitForQuietFilesystem()
 try replicationFigures(tls: true)
 
 // 5. Bytes on the wire for a one-field edit of a 1 MB JSON document, with and without delta
