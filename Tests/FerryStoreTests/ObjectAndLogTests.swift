@@ -83,7 +83,9 @@ import FerryTesting
         var cache = StatCache()
         let names = ["plain.json", "sub dir/quote\"and\\backslash.json", "café/naïve.json", "tab\there.json"]
         for (i, name) in names.enumerated() {
-            let fingerprint = FileFingerprint(inode: UInt64(100 + i), size: 10 * i, mtime: 1_000 + i, ctime: 2_000 + i)
+            // Inodes up to 2^64 - 1 (64-bit filesystems), times before 1970.
+            let fingerprint = FileFingerprint(inode: i == 1 ? UInt64.max - 7 : UInt64(100 + i), size: 10 * i,
+                                              mtime: i == 2 ? -1_000 : 1_000 + i, ctime: 2_000 + i)
             cache.set(try DocumentID(name), StatCache.Entry(fingerprint: fingerprint, object: BlobDigest.of(Array(name.utf8))))
         }
         try cache.save(path: path)
@@ -92,6 +94,8 @@ import FerryTesting
         // A damaged line is skipped, not fatal.
         let fd = open(path, O_WRONLY | O_APPEND)
         _ = "1 2 3 4 nothex \"x.json\"\n".withCString { write(fd, $0, strlen($0)) }
+        // So is one whose numbers overflow (the loader used to wrap them into a wrong entry).
+        _ = "99999999999999999999999 2 3 4 \(String(repeating: "ab", count: 32)) \"y.json\"\n".withCString { write(fd, $0, strlen($0)) }
         close(fd)
         #expect(StatCache.load(path: path).entries == cache.entries)
     }

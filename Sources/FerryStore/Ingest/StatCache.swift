@@ -65,21 +65,36 @@ public struct StatCache: Sendable {
             defer { pos += 1 }
             return UnsafeBufferPointer(rebasing: line[start..<pos])
         }
-        func number(_ f: UnsafeBufferPointer<UInt8>?) -> Int? {
-            guard let f, !f.isEmpty else { return nil }
-            var v = 0
+        // Digits (a leading '-' where `signed`), nil on anything else or on overflow: a
+        // damaged line is skipped, never a crash.
+        func magnitude(_ f: UnsafeBufferPointer<UInt8>) -> UInt64? {
+            guard !f.isEmpty else { return nil }
+            var v: UInt64 = 0
             for b in f {
                 guard b >= 48, b <= 57 else { return nil }
-                v = v &* 10 &+ Int(b - 48)
+                let (times10, o1) = v.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times10.addingReportingOverflow(UInt64(b - 48))
+                if o1 || o2 { return nil }
+                v = sum
             }
             return v
         }
-        guard let ino = number(field()), let size = number(field()), let mtime = number(field()),
-              let ctime = number(field()), let hex = field(), let object = BlobDigest(asciiHex: hex),
+        func number(_ f: UnsafeBufferPointer<UInt8>?, signed: Bool = false) -> Int? {
+            guard let f else { return nil }
+            if signed, f.first == 0x2D {
+                guard let m = magnitude(UnsafeBufferPointer(rebasing: f.dropFirst())), m <= UInt64(Int.max) else { return nil }
+                return -Int(m)
+            }
+            guard let m = magnitude(f), m <= UInt64(Int.max) else { return nil }
+            return Int(m)
+        }
+        guard let inodeField = field(), let ino = magnitude(inodeField), let size = number(field()),
+              let mtime = number(field(), signed: true), let ctime = number(field(), signed: true),
+              let hex = field(), let object = BlobDigest(asciiHex: hex),
               let text = jsonString(UnsafeBufferPointer(rebasing: line[pos...])),
               let doc = try? DocumentID(text)
         else { return nil }
-        return (doc, Entry(fingerprint: FileFingerprint(inode: UInt64(ino), size: size, mtime: mtime, ctime: ctime), object: object))
+        return (doc, Entry(fingerprint: FileFingerprint(inode: ino, size: size, mtime: mtime, ctime: ctime), object: object))
     }
 
     /// The string a JSON string literal holds: read directly when it has no escapes (almost
@@ -103,7 +118,7 @@ public struct StatCache: Sendable {
         // 10,000 entries, at the end of every initial sync.
         for (doc, e) in entries {
             let f = e.fingerprint
-            Self.appendDecimal(Int(truncatingIfNeeded: f.inode), to: &out)
+            Self.appendDecimal(f.inode, to: &out)
             out.append(0x20)
             Self.appendDecimal(f.size, to: &out)
             out.append(0x20)
@@ -129,7 +144,11 @@ public struct StatCache: Sendable {
 
     private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
         if value < 0 { out.append(0x2D) }
-        var v = value.magnitude
+        appendDecimal(UInt64(value.magnitude), to: &out)
+    }
+
+    private static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        var v = value
         let start = out.count
         repeat {
             out.append(0x30 + UInt8(v % 10))
