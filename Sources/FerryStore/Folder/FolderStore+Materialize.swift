@@ -38,19 +38,13 @@ extension FolderStore {
         if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)] != nil { try flushBatch() }
         let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
         let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
-        if index[doc] == nil && statCache.entries[doc] == nil && unreadable[doc] == nil {
-            // A document this folder never had (every revision of an initial sync): no file to
-            // record first, so no lookup (a miss in a directory of 10,000 names is not cheap).
-            // Its file is renamed into place only if no file of that name appeared meanwhile
-            // (`renameIfAbsent`); one that did is the user's: it is kept, and recorded as an
-            // edit on top, as when the user saves it a moment after the revision arrives.
-            let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
-            _ = try materialize(doc, expecting: nil, knownBody: known, preparedFile: prepared, lookedJustNow: true)
-            return entries
-        }
+        // Even for a document the folder never had, the file is looked for: one the user just
+        // created (during a one-shot sync nothing watches the folder) is recorded first, so
+        // that the two creations are merged as a conflict rather than one hiding the other.
         var outcome = try ingest(doc)
         for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
-        // No file a moment ago (the common case when receiving a new document): no second stat.
+        // No file a moment ago (the common case when receiving a new document): no second
+        // lookup, here or in `materialize`; the rename at install fails if one appeared since.
         let fingerprint: FileFingerprint?
         if case .deleted = outcome { fingerprint = nil } else { fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue)) }
         let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
