@@ -104,11 +104,11 @@ defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(a
 
 print("ferry-bench — \(ProcessInfo.processInfo.processorCount) cores, work dir \(work)")
 
-/// Microseconds to create one empty file, the best of two rounds of 2,000 in fresh directories
+/// Microseconds to create one empty file, the mean of two rounds of 2,000 in fresh directories
 /// under `work` (left in place: removing them would cause what this looks for).
 nonisolated(unsafe) var probes = 0
 func fileCreationMicroseconds() -> Double {
-    var best = Double.infinity
+    var total = 0.0
     for _ in 0..<2 {
         probes += 1
         let dir = work + "/probe-\(probes)"
@@ -118,9 +118,9 @@ func fileCreationMicroseconds() -> Double {
             let fd = open(dir + "/\(i)", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
             if fd >= 0 { close(fd) }
         }
-        best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 2_000 / 1_000)
+        total += Double(DispatchTime.now().uptimeNanoseconds - start) / 2_000 / 1_000
     }
-    return best
+    return total / 2
 }
 
 /// ext4 without a journal (this machine's disk) does not reuse an inode freed in the last
@@ -130,13 +130,23 @@ func fileCreationMicroseconds() -> Double {
 /// after an `rm -rf` here, and lasted ~50 s), and the figures would be the deletion's, not
 /// ferry's (rsync's too). So before its file-creating steps the bench waits, at most six
 /// minutes, until creating a file costs what it does on a quiet filesystem (18-40 us here),
-/// and says so. It is a probe, not a guarantee: a slow patch elsewhere on the disk can escape it.
+/// and says so. The slowness fades rather than stops (inodes freed over the seconds an `rm -rf`
+/// took age out one by one), so once it was seen, two quiet probes in a row are needed. It is a
+/// probe, not a guarantee: a slow patch elsewhere on the disk can escape it.
 func waitForQuietFilesystem() {
     let quiet = 60.0, deadline = DispatchTime.now().uptimeNanoseconds + 360_000_000_000
+    var seenSlow = false, quietInARow = 0
     while true {
         _ = try? settle()
         let cost = fileCreationMicroseconds()
-        if cost <= quiet { return }
+        if cost <= quiet {
+            quietInARow += 1
+            if !seenSlow || quietInARow >= 2 { return }
+            sleep(10)
+            continue
+        }
+        seenSlow = true
+        quietInARow = 0
         guard DispatchTime.now().uptimeNanoseconds < deadline else {
             print(String(format: "filesystem still slow to create files (%.0f us each); measuring anyway: expect slow figures", cost))
             return
