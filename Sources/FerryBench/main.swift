@@ -201,6 +201,9 @@ print(String(format: "open a %d-revision log (%.1f MiB): %@ ms to rebuild the in
 // 3. Edit-to-revision latency: from the rename of a saved file (sed -i's pattern) until the
 // agent has made the revision durable (it logs "recorded revision" after the log's fdatasync).
 func percentile(_ values: [Double], _ p: Double) -> Double {
+    // No values (no edit arrived: the line before says so): "nan", and the run goes on to
+    // stop its children and remove its work dir.
+    guard !values.isEmpty else { return .nan }
     let sorted = values.sorted()
     return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p + 0.5))]
 }
