@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "ferry", targets: ["ferry"]),
         .executable(name: "ferry-bench", targets: ["FerryBench"]),
+        .executable(name: "ferry-sim", targets: ["FerrySim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -49,6 +50,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "FerryBench", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .target(name: "FerrySimulation", dependencies: [
+            "FerryCore", "FerryStore", "FerryProtocol", "FerryReplicator", "FerryTesting",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "FerrySim", dependencies: ["FerrySimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTesting"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
         .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol"]),
@@ -56,5 +62,6 @@ let package = Package(
         .testTarget(name: "FerryReplicatorTests", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", "FerryNet", "FerryReplicator", "FerryTesting"]),
         .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting"]),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .testTarget(name: "FerrySimulationTests", dependencies: ["FerrySimulation"]),
     ]
 )

@@ -27,3 +27,8 @@ int ferry_write_and_drop(int fd, long long offset, long long count) {
 int ferry_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
+
+/* Swaps two names atomically (both must exist). */
+int ferry_rename_exchange(const char *a, const char *b) {
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}

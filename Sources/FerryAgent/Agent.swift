@@ -16,6 +16,9 @@ public struct AgentConfiguration: Sendable {
     public var settle: Duration = .milliseconds(1)
     /// Quiet time after a modification whose writer has not closed the file.
     public var openSettle: Duration = .milliseconds(500)
+    /// How long a file must stay away before its deletion is recorded (an editor's save by
+    /// rename leaves no file for a moment).
+    public var absence: Duration = .milliseconds(500)
     /// How to accept connections; nil: `--no-listen`.
     public var listen: ListenOptions? = ListenOptions()
     /// Peers to replicate with continuously (`--peer`).
@@ -64,8 +67,8 @@ public final class Agent: @unchecked Sendable {
         // Watches first: whatever changes from here on is seen, even during the startup scan
         // (events queue in the stream; content decides, so a file the scan recorded is not
         // recorded twice).
-        let watcher = FolderWatcher(root: root, settle: configuration.settle,
-                                    openSettle: configuration.openSettle, logger: logger)
+        let watcher = FolderWatcher(root: root, settle: configuration.settle, openSettle: configuration.openSettle,
+                                    absence: configuration.absence, logger: logger)
         let stream = try watcher.start()
         let alreadyStopped = stopLock.withLock { () -> Bool in
             self.watcher = watcher
@@ -122,7 +125,7 @@ public final class Agent: @unchecked Sendable {
             if configuration.discoveryOptions.discover {
                 group.addTask { await self.discoverPeers(shared: shared, registry: replicators) }
             }
-            await index(stream, into: shared)
+            await index(stream, into: shared, watcher: watcher)
             // Stopping: peers first get a close frame, then everything else ends.
             advertisement?.withdraw()
             control?.stop()
@@ -157,16 +160,21 @@ public final class Agent: @unchecked Sendable {
             "elapsed": "\(ContinuousClock.now - start)",
         ])
         for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(s.path)", "reason": "\(s.reason)"]) }
+        // From here on the watcher sees every change: a file missing for a moment (a save by
+        // rename) is not a deletion until it has stayed away.
+        store.deletionsAwaitWatcher = true
         return SharedStore(store)
     }
 
     /// Records every settled change until the watcher's stream ends.
-    private func index(_ stream: AsyncStream<WatchOutput>, into shared: SharedStore) async {
+    private func index(_ stream: AsyncStream<WatchOutput>, into shared: SharedStore, watcher: FolderWatcher) async {
         let logger = self.logger
         var lastCacheSave = ContinuousClock.now
         for await output in stream {
             do {
-                try await shared.perform { store in _ = try Indexer(store: store, logger: logger).handle(output) }
+                try await shared.perform { store in
+                    _ = try Indexer(store: store, logger: logger, recheck: { watcher.recheck($0) }).handle(output)
+                }
             } catch {
                 // A failed write (e.g. a full disk) loses nothing: the file stays as it is and
                 // is picked up again by the next event or the next start.

@@ -94,7 +94,7 @@ public enum Dialer {
         let promise = group.next().makePromise(of: PeerConnection.self)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 let request = UpgradeRequestHandler(url: url, authorization: authorization, promise: promise)
                 let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), automaticErrorHandling: true) { channel, response in

@@ -12,7 +12,7 @@ public enum FrameCodec {
     /// The compact JSON text of a frame.
     public static func encode(_ frame: Frame) -> [UInt8] {
         var out = json(frame).canonicalBytes
-        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body))) = frame {
+        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body), _)) = frame {
             // Spliced in as stored, in place of the object's closing brace.
             out.removeLast()
             out += Array(#","body":"#.utf8)
@@ -63,8 +63,9 @@ public enum FrameCodec {
             return ["changes": .array(entries.map { e in
                 [.string(e.doc.rawValue), .string(e.rev.description), .string(e.parent?.description ?? ""), .int(e.bodySize)]
             })]
-        case let .rev(doc, rev, history, sequence, body):
+        case let .rev(doc, rev, history, sequence, body, merged):
             var o: [String: JSONValue] = ["doc": .string(doc.rawValue), "rev": .string(rev.description), "history": revs(history), "sequence": .int(sequence)]
+            if let merged { o["merged"] = .string(merged.description) }
             switch body {
             case .deleted: o["deleted"] = true
             case .json(let value): o["body"] = value
@@ -195,7 +196,15 @@ public enum FrameCodec {
             } else {
                 throw ProtocolError(.malformed, "rev of \(doc) has neither deleted, body, delta nor blob")
             }
-            return .rev(doc: doc, rev: rev, history: history, sequence: try r.sequence("sequence"), body: body)
+            var merged: RevisionID?
+            if r.fields["merged"] != nil {
+                let m = try Reader.rev(try r.value("merged"))
+                guard m.generation < rev.generation, !history.isEmpty else {
+                    throw ProtocolError(.invalidField, "merged revision \(m) of \(doc)@\(rev) is not older than it, or it has no parent")
+                }
+                merged = m
+            }
+            return .rev(doc: doc, rev: rev, history: history, sequence: try r.sequence("sequence"), body: body, merged: merged)
         case "norev":
             return .norev(doc: try Reader.doc(try r.value("doc")), rev: try Reader.rev(try r.value("rev")), sequence: try r.sequence("sequence"),
                           status: try r.int("status"), reason: try r.optionalString("reason") ?? "")

@@ -16,13 +16,26 @@ extension PeerSession {
         throw ReplicationError("\(endReason) during hello")
     }
 
+    /// Most rounds of a one-shot replication both ways.
+    static let maxRounds = 8
+
     /// Replicates in `direction`: once (returns when both ways have caught up) or
     /// continuously (returns only when the connection closes, by throwing).
+    ///
+    /// Once both ways, it repeats until a round moves nothing: after one round the two sides
+    /// can still differ by the merges each made of what the other sent (this side's, made as
+    /// its pull ended, were not in its push yet; the peer's, made as this side's push ended,
+    /// were not in its answer to the pull). The next round carries them; the one after finds
+    /// both sides with the same revisions, so it moves nothing.
     public func replicate(_ direction: ReplicationDirection, continuous: Bool, docIDs: [DocumentID]? = nil) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            if direction.pulls { group.addTask { try await self.pull(continuous: continuous, docIDs: docIDs) } }
-            if direction.pushes { group.addTask { try await self.push(continuous: continuous, docIDs: docIDs) } }
-            try await group.waitForAll()
+        for _ in 0..<(continuous || direction != .both ? 1 : Self.maxRounds) {
+            let before = stats.revisionsWanted
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if direction.pulls { group.addTask { try await self.pull(continuous: continuous, docIDs: docIDs) } }
+                if direction.pushes { group.addTask { try await self.push(continuous: continuous, docIDs: docIDs) } }
+                try await group.waitForAll()
+            }
+            if stats.revisionsWanted == before { return }
         }
     }
 

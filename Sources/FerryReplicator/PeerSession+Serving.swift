@@ -17,7 +17,7 @@ extension PeerSession {
 
     // MARK: Serving the peer's requests
 
-    func serve(number: Int, noReply: Bool, _ request: Request) async {
+    func serve(number: Int, noReply: Bool, _ request: Request, ticket: Int? = nil) async {
         switch request {
         case .getCheckpoint(let client):
             if let c = CheckpointStore(layout: shared.layout).get(client) {
@@ -44,12 +44,12 @@ extension PeerSession {
             await answerChanges(number: number, noReply: noReply, entries)
         case .proposeChanges(let entries):
             await answerProposal(number: number, entries)
-        case let .rev(doc, rev, history, _, body):
+        case let .rev(doc, rev, history, _, body, merged):
             if readOnly {
                 if !noReply { await respond(number, .error(status: 403, message: Self.readOnlyMessage)) }
                 return
             }
-            let result = await receive(doc: doc, rev: rev, history: history, body: body)
+            let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, ticket: ticket ?? arrivalOrder.take(doc))
             answerReceipt(number: number, noReply: noReply, doc: doc, rev: rev, result)
         case let .getAttachment(digest, offset, length):
             await sendBlob(digest, offset: offset, length: length, number: number)
@@ -72,6 +72,8 @@ extension PeerSession {
         }
         guard !entries.isEmpty else {
             if !noReply { await respond(number, .changes([], maxHistory: nil)) }
+            // The peer's pass is all here: merge what it opened, with its whole history at hand.
+            await shared.resolvePendingConflicts()
             update { $0.pullCaughtUp = true }
             caughtUpWaiter?.yield(highestSequenceAnnounced)
             return
@@ -162,7 +164,7 @@ extension PeerSession {
 
     /// One `changes` message and the `rev`s the peer asks for, sent without waiting for
     /// their answers (`collectAnswers` reads them).
-    func announceAndSend(_ batch: [ChangedDocument]) async throws -> [SentRevision] {
+    func announceAndSend(_ batch: [RecordedRevision]) async throws -> [SentRevision] {
         let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
         // The JSON bodies this batch may send are read into memory while the peer answers.
         shared.prefetch(batch.filter { $0.doc.kind == .json }.compactMap(\.object))
@@ -173,7 +175,7 @@ extension PeerSession {
         guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
             throw ReplicationError("the peer answered changes with something else", kind: .permanent)
         }
-        var wanted: [(ChangedDocument, [RevisionID])] = []
+        var wanted: [(RecordedRevision, [RevisionID])] = []
         for (i, change) in batch.enumerated() where i < answers.count {
             if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
         }
@@ -237,7 +239,10 @@ extension PeerSession {
                          _ store: FolderStore) -> OutgoingRevision? {
         guard let tree = store.index[doc], let node = tree.nodes[rev] else { return nil }
         let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
-        func request(_ body: RevisionBody) -> Request { .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body) }
+        let merged = tree.mergedParent(of: rev)
+        func request(_ body: RevisionBody) -> Request {
+            .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body, merged: merged)
+        }
         if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted)) }
         guard doc.kind == .json else {
             guard let object = node.object else { return nil }
@@ -326,7 +331,7 @@ extension PeerSession {
     /// here) straight into the inbox, without a task; the drain answers it. False for any
     /// other request, which is served by a task of its own.
     func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
-        guard case let .rev(doc, rev, history, _, body) = request, !readOnly, !closed else { return false }
+        guard case let .rev(doc, rev, history, _, body, merged) = request, !readOnly, !closed, arrivalOrder.isClear(doc) else { return false }
         switch body {
         case .deleted:
             break
@@ -337,7 +342,7 @@ extension PeerSession {
         case .delta, .canonicalJSON:
             return false
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged)
         inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
         inboxSignal?.yield()
         return true
@@ -347,7 +352,7 @@ extension PeerSession {
     /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
     /// canonical bytes when they were computed to check it). A JSON body's files start being
     /// written now, on the folder's file worker, while the store is busy with earlier ones.
-    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
+    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
                           canonical: [UInt8]? = nil) -> RemoteRevision {
         var object: BlobDigest?
         var size = 0
@@ -366,7 +371,7 @@ extension PeerSession {
         var isDeletion = false
         if case .deleted = body { isDeletion = true }
         let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
-                                        size: size, origin: machine.remotePeer ?? "peer")
+                                        size: size, origin: machine.remotePeer ?? "peer", merged: merged)
         return RemoteRevision(incoming: incoming, jsonBody: jsonBody)
     }
 
@@ -386,13 +391,42 @@ extension PeerSession {
     }
 
     /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
-    /// the revision with its body, through the drain task's next group.
-    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody) async -> Result<[LogEntry], ReceiveFailure> {
+    /// the revision with its body, through the drain task's next group, after the revisions of
+    /// the same document that arrived before it (`ticket`, see `ArrivalOrder`).
+    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
+                 ticket: Int) async -> Result<[LogEntry], ReceiveFailure> {
+        let prepared = await prepareBody(doc: doc, rev: rev, history: history, body: body, merged: merged)
+        if !arrivalOrder.isTurn(doc, ticket) {
+            await withCheckedContinuation { arrivalOrder.park(doc, ticket, $0) }
+        }
+        defer { arrivalOrder.next(doc) }
+        let body: RevisionBody, canonical: [UInt8]?
+        switch prepared {
+        case .success(let ready): (body, canonical) = ready
+        case .failure(let failure): return .failure(failure)
+        }
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, canonical: canonical)
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
+            // The drain task has ended with the connection: nothing would ever resume this.
+            guard !closed else {
+                remote.jsonBody.map(shared.discard)
+                done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
+                return
+            }
+            inbox.append(ReceivedRevision(revision: remote, then: .resume(done)))
+            inboxSignal?.yield()
+        }
+        return result.mapError { ReceiveFailure($0) }
+    }
+
+    /// What a received revision needs before the store can take it: a delta rebuilt (and its
+    /// canonical bytes, computed to check it), the blobs it names fetched.
+    private func prepareBody(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
+                             merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?), ReceiveFailure> {
         var body = body
-        // A delta's body is canonicalized once, to check it against the revision id.
         var canonical: [UInt8]?
         if case let .delta(base, delta) = body {
-            switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first) {
+            switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first, merged: merged) {
             case .success(let (value, bytes)):
                 body = .json(value)
                 canonical = bytes
@@ -425,18 +459,7 @@ extension PeerSession {
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, canonical: canonical)
-        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
-            // The drain task has ended with the connection: nothing would ever resume this.
-            guard !closed else {
-                remote.jsonBody.map(shared.discard)
-                done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
-                return
-            }
-            inbox.append(ReceivedRevision(revision: remote, then: .resume(done)))
-            inboxSignal?.yield()
-        }
-        return result.mapError { ReceiveFailure($0) }
+        return .success((body, canonical))
     }
 
     /// The body a delta makes of its base revision here, checked against the revision id (a
@@ -444,7 +467,7 @@ extension PeerSession {
     /// announced is refused, and the sender sends the whole body. Returns the body and its
     /// canonical bytes.
     func expand(_ delta: JSONValue, base: RevisionID, doc: DocumentID, rev: RevisionID,
-                parent: RevisionID?) async -> Result<(JSONValue, [UInt8]), ReceiveFailure> {
+                parent: RevisionID?, merged: RevisionID?) async -> Result<(JSONValue, [UInt8]), ReceiveFailure> {
         let baseValue: JSONValue? = await shared.perform { store in
             guard let node = store.index[doc]?.nodes[base], !node.deleted, node.object != nil else { return nil }
             return try? store.jsonBody(of: node, doc: doc)
@@ -457,7 +480,7 @@ extension PeerSession {
             return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not apply: \(error)"))
         }
         let bytes = value.canonicalBytes
-        guard case .object = value, RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(bytes)) == rev else {
+        guard case .object = value, RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(bytes), merged: merged) == rev else {
             return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not rebuild that revision"))
         }
         return .success((value, bytes))

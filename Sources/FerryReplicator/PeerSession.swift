@@ -81,6 +81,9 @@ public actor PeerSession {
     var caughtUpWaiter: AsyncStream<Int>.Continuation?
     /// Revisions received and waiting for the drain task.
     var inbox: [ReceivedRevision] = []
+    /// Revisions of one document reach the inbox in the order they arrived, even when one
+    /// waits for blobs or a delta's base and the next does not (`ArrivalOrder`).
+    var arrivalOrder = ArrivalOrder()
     var inboxSignal: AsyncStream<Void>.Continuation?
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
@@ -144,7 +147,9 @@ public actor PeerSession {
                 case .opened: openedWaiter?.yield(true); openedWaiter?.finish()
                 case let .request(number, noReply, request):
                     if !receiveAtOnce(number: number, noReply: noReply, request) {
-                        group.addTask { await self.serve(number: number, noReply: noReply, request) }
+                        var ticket: Int?
+                        if case .rev(let doc, _, _, _, _, _) = request, !readOnly { ticket = arrivalOrder.take(doc) }
+                        group.addTask { await self.serve(number: number, noReply: noReply, request, ticket: ticket) }
                     }
                 case let .response(to, _, response):
                     responders.removeValue(forKey: to).map { $0.yield(response); $0.finish() }
@@ -164,6 +169,8 @@ public actor PeerSession {
             // will never come: end them.
             group.cancelAll()
         }
+        // A pass cut short leaves its conflicts open: resolve them with what arrived.
+        await shared.resolvePendingConflicts()
     }
 
     private func finishAll() {
@@ -175,6 +182,7 @@ public actor PeerSession {
         openedWaiter?.finish()
         caughtUpWaiter?.finish()
         inboxSignal?.finish()
+        arrivalOrder.releaseAll()
     }
 
     /// Why the connection ended, in one sentence (for errors and status).
@@ -252,6 +260,54 @@ public actor PeerSession {
 struct ReceivedRevision {
     var revision: RemoteRevision
     var then: AfterStoring
+}
+
+/// Keeps the revisions of each document in the order they arrived on their way to the store:
+/// a revision that waits (for blobs, for a delta's base) holds back the later revisions of its
+/// document, so a document's history is stored parent first and a merge finds its base here.
+struct ArrivalOrder {
+    private var issued: [DocumentID: Int] = [:]
+    private var admitted: [DocumentID: Int] = [:]
+    private var waiters: [DocumentID: [Int: CheckedContinuation<Void, Never>]] = [:]
+    private var released = false
+
+    /// True when no revision of `doc` is on its way: the next one may go straight in.
+    func isClear(_ doc: DocumentID) -> Bool { issued[doc] == nil }
+
+    /// The place in line of the next revision of `doc`.
+    mutating func take(_ doc: DocumentID) -> Int {
+        let ticket = issued[doc, default: 0]
+        issued[doc] = ticket + 1
+        return ticket
+    }
+
+    /// True when `ticket` is the next to go in (or the line was released).
+    func isTurn(_ doc: DocumentID, _ ticket: Int) -> Bool { released || admitted[doc, default: 0] == ticket }
+
+    /// Parks the holder of `ticket` until its turn.
+    mutating func park(_ doc: DocumentID, _ ticket: Int, _ waiter: CheckedContinuation<Void, Never>) {
+        if isTurn(doc, ticket) { waiter.resume() } else { waiters[doc, default: [:]][ticket] = waiter }
+    }
+
+    /// The holder of the current turn of `doc` is done: the next one goes.
+    mutating func next(_ doc: DocumentID) {
+        let following = admitted[doc, default: 0] + 1
+        if following >= issued[doc, default: 0] {
+            issued[doc] = nil
+            admitted[doc] = nil
+            waiters[doc] = nil
+            return
+        }
+        admitted[doc] = following
+        waiters[doc]?.removeValue(forKey: following)?.resume()
+    }
+
+    /// Lets every waiter go (the connection closed).
+    mutating func releaseAll() {
+        released = true
+        for (_, w) in waiters { for (_, c) in w { c.resume() } }
+        waiters.removeAll()
+    }
 }
 
 /// What happens once a received revision is stored or refused.

@@ -51,6 +51,11 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
 
     /// Closes both ends with `code` and `reason`.
     public func close(code: UInt16, reason: String) async {
+        sever(code: code, reason: reason)
+    }
+
+    /// Ends both ends at once, as a network failure would (no close handshake).
+    public func sever(code: UInt16 = 1006, reason: String = "connection lost") {
         for end in [self, peer].compactMap({ $0 }) { end.ended("\(code): \(reason)") }
     }
 
@@ -64,4 +69,39 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
 
     /// "code: reason" once closed.
     public var closeDescription: String? { lock.withLock { reason } }
+}
+
+/// One end of a loopback connection that is cut after it has sent a number of messages: the
+/// message past the limit is lost and both ends see the connection end (a network failure in
+/// the middle of a replication, for simulations).
+public final class CutLoopbackTransport: MessageTransport, @unchecked Sendable {
+    private let end: LoopbackTransport
+    private let lock = NSLock()
+    private var remaining: Int
+
+    /// `end`, cut once it has sent `limit` messages.
+    public init(_ end: LoopbackTransport, after limit: Int) {
+        self.end = end
+        self.remaining = limit
+    }
+
+    /// What the other end sent.
+    public var inbound: AsyncStream<TransportMessage> { end.inbound }
+
+    /// Sends, or cuts the connection when the limit is reached.
+    public func enqueue(_ message: TransportMessage) -> TransportWrite {
+        let cut = lock.withLock { () -> Bool in
+            remaining -= 1
+            return remaining < 0
+        }
+        guard cut else { return end.enqueue(message) }
+        end.sever(reason: "simulated network failure")
+        return TransportWrite { throw CocoaError(.fileWriteUnknown) }
+    }
+
+    /// Closes both ends.
+    public func close(code: UInt16, reason: String) async { await end.close(code: code, reason: reason) }
+
+    /// How the connection ended.
+    public var closeDescription: String? { end.closeDescription }
 }

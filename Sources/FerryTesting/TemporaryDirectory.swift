@@ -5,9 +5,9 @@ public final class TemporaryDirectory: @unchecked Sendable {
     /// Its absolute path.
     public let path: String
 
-    /// Creates `…/ferry-test-XXXXXX`.
-    public init(prefix: String = "ferry-test") {
-        var template = Array((NSTemporaryDirectory() + "/\(prefix)-XXXXXX").utf8CString)
+    /// Creates `…/ferry-test-XXXXXX` in `base` (default: the system's temp folder).
+    public init(prefix: String = "ferry-test", in base: String? = nil) {
+        var template = Array(((base ?? NSTemporaryDirectory()) + "/\(prefix)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
         path = String(cString: template)

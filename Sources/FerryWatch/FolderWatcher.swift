@@ -6,12 +6,16 @@ import Foundation
 import Logging
 
 /// Watches a folder recursively with the kernel's inotify (through Glibc; never inside
-/// `.ferry/`) on a dedicated thread, settles what changes, and reports settled paths,
-/// vanished directories and the need to rescan on an `AsyncStream`.
+/// `.ferry/`) on a dedicated thread, settles what changes, and reports settled paths, paths
+/// and directories that stayed away, and the need to rescan on an `AsyncStream`.
 ///
+/// - A path that goes away is reported gone only after it has stayed away for the absence
+///   window (`Settler`): vim and emacs save by renaming the file away and writing a new one,
+///   and that is one edit, not a deletion.
 /// - `IN_MOVED_FROM`/`IN_MOVED_TO` are paired by cookie within a read: a directory renamed
 ///   inside the folder keeps its watches (renamed in place) and is reported as gone under the
-///   old name and rescanned under the new one; an unpaired one is a removal or a creation.
+///   old name (after the absence window) and rescanned under the new one; an unpaired one is
+///   a removal or a creation.
 /// - A new directory is watched, then scanned, so files that landed before the watch exist
 ///   are not missed.
 /// - `IN_Q_OVERFLOW` asks for a full rescan.
@@ -28,6 +32,10 @@ public final class FolderWatcher: @unchecked Sendable {
     // Owned by the watcher thread once started.
     private var fd: Int32 = -1
     private var stopPipe: [Int32] = [-1, -1]
+    private var wakePipe: [Int32] = [-1, -1]
+    /// Paths handed in by `recheck`, taken by the thread.
+    private let injected = NSLock()
+    private var injectedPaths: [String] = []
     private var pathByWatch: [Int32: String] = [:]
     private var watchByPath: [String: Int32] = [:]
     private var watchLimitHit = false
@@ -39,12 +47,13 @@ public final class FolderWatcher: @unchecked Sendable {
         | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
     /// A watcher; `settle` is the quiet time after a completed write, `openSettle` after a
-    /// modification whose writer has not closed the file.
+    /// modification whose writer has not closed the file, `absence` how long a path must stay
+    /// away before it counts as deleted.
     public init(root: String, settle: Duration = .milliseconds(1), openSettle: Duration = .milliseconds(500),
-                rescanInterval: Duration = .seconds(10), logger: Logger) {
+                absence: Duration = .milliseconds(500), rescanInterval: Duration = .seconds(10), logger: Logger) {
         self.root = root
         self.rules = IgnoreRules.load(root: root)
-        self.settler = Settler(window: settle.nanoseconds, openWindow: openSettle.nanoseconds)
+        self.settler = Settler(window: settle.nanoseconds, openWindow: openSettle.nanoseconds, absenceWindow: absence.nanoseconds)
         self.rescanInterval = rescanInterval.nanoseconds
         self.logger = logger
     }
@@ -56,7 +65,9 @@ public final class FolderWatcher: @unchecked Sendable {
         guard fd >= 0 else {
             throw StoreError(.io, "cannot start inotify: \(String(cString: strerror(errno)))", errno: errno)
         }
-        guard pipe(&stopPipe) == 0 else { throw StoreError(.io, "cannot create a pipe", errno: errno) }
+        guard pipe(&stopPipe) == 0, pipe(&wakePipe) == 0 else { throw StoreError(.io, "cannot create a pipe", errno: errno) }
+        _ = fcntl(wakePipe[0], F_SETFL, O_NONBLOCK)
+        _ = fcntl(wakePipe[1], F_SETFL, O_NONBLOCK)
         _ = addWatches(under: "")
         let (stream, continuation) = AsyncStream<WatchOutput>.makeStream(bufferingPolicy: .unbounded)
         self.continuation = continuation
@@ -65,6 +76,15 @@ public final class FolderWatcher: @unchecked Sendable {
         self.thread = thread
         thread.start()
         return stream
+    }
+
+    /// Looks at these paths again as if each had just gone away: one found there is read, one
+    /// that stays away for the absence window is reported gone. (A rescan's missing files.)
+    public func recheck(_ paths: [String]) {
+        guard !paths.isEmpty else { return }
+        injected.withLock { injectedPaths += paths }
+        var b: UInt8 = 1
+        _ = write(wakePipe[1], &b, 1)
     }
 
     /// Stops the thread; the stream finishes.
@@ -77,7 +97,7 @@ public final class FolderWatcher: @unchecked Sendable {
 
     deinit {
         if fd >= 0 { close(fd) }
-        for p in stopPipe where p >= 0 { close(p) }
+        for p in stopPipe + wakePipe where p >= 0 { close(p) }
     }
 
     // MARK: The thread
@@ -90,17 +110,31 @@ public final class FolderWatcher: @unchecked Sendable {
             var timeout: Int32 = 1000
             if let d = settler.nextDeadline { timeout = Int32(clamping: d > now ? (d - now + 999_999) / 1_000_000 : 0) }
             if watchLimitHit { timeout = min(timeout, Int32(clamping: nextPeriodicRescan > now ? (nextPeriodicRescan - now) / 1_000_000 : 0)) }
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, timeout)
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)]
+            let n = poll(&fds, 3, timeout)
             if n < 0 && errno != EINTR {
                 logger.error("inotify poll failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
                 return
             }
             if fds[1].revents != 0 { return }
             if fds[0].revents != 0 { drain(&buffer) }
+            if fds[2].revents != 0 {
+                var bytes = [UInt8](repeating: 0, count: 64)
+                while read(wakePipe[0], &bytes, bytes.count) > 0 {}
+                let now = monotonicNow()
+                for path in injected.withLock({ () -> [String] in defer { injectedPaths = [] }; return injectedPaths }) {
+                    settler.note(path, .removed, now: now)
+                }
+            }
             let later = monotonicNow()
-            let due = settler.takeDue(now: later)
-            if !due.isEmpty { continuation?.yield(.settled(due)) }
+            let due = settler.takeDue(now: later) { path in
+                var st = stat()
+                return lstat(root + "/" + path, &st) == 0
+            }
+            if !due.present.isEmpty { continuation?.yield(.settled(due.present)) }
+            if !due.gone.isEmpty { continuation?.yield(.gone(due.gone)) }
+            for dir in due.directoriesGone { continuation?.yield(.directoryGone(dir)) }
             if watchLimitHit && later >= nextPeriodicRescan {
                 nextPeriodicRescan = later + rescanInterval
                 _ = addWatches(under: "")
@@ -172,19 +206,21 @@ public final class FolderWatcher: @unchecked Sendable {
                 if e.mask & UInt32(IN_MOVED_FROM) != 0, let newPath = movedToByCookie[e.cookie] {
                     renameWatches(from: path, to: newPath)
                     renamedDirectories.insert(newPath)
-                    continuation?.yield(.directoryGone(path))
+                    settler.noteDirectoryRemoved(path, now: now)
                     for file in scanFiles(under: newPath) { settler.note(file, .completed, now: now) }
                 } else if e.mask & UInt32(IN_MOVED_FROM | IN_DELETE) != 0 {
                     removeWatches(under: path)
-                    continuation?.yield(.directoryGone(path))
+                    settler.noteDirectoryRemoved(path, now: now)
                 } else if e.mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, !renamedDirectories.contains(path) {
                     // Watch first, then scan: what landed before the watch is found by the scan.
                     for file in addWatches(under: path) { settler.note(file, .completed, now: now) }
                 }
                 continue
             }
-            if e.mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE) != 0 {
+            if e.mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) != 0 {
                 settler.note(path, .completed, now: now)
+            } else if e.mask & UInt32(IN_MOVED_FROM | IN_DELETE) != 0 {
+                settler.note(path, .removed, now: now)
             } else if e.mask & UInt32(IN_MODIFY | IN_CREATE) != 0 {
                 settler.note(path, .modified, now: now)
             }

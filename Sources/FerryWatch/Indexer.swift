@@ -7,17 +7,20 @@ import Glibc
 
 /// Turns what the watcher reports into revisions: reads each settled file through the store
 /// (content, not timing, decides: a file equal to its current revision — e.g. one ferry
-/// itself just wrote — records nothing), records deletions for vanished directories, and
-/// rescans the folder when events may have been lost.
+/// itself just wrote — records nothing), records deletions only for paths that stayed away,
+/// and rescans the folder when events may have been lost.
 public final class Indexer {
     /// The folder, opened for writing.
     public let store: FolderStore
     private let logger: Logger
+    /// Where a rescan's missing files go to be watched for the absence window (`FolderWatcher.recheck`).
+    private let recheck: ([String]) -> Void
 
-    /// An indexer over `store`.
-    public init(store: FolderStore, logger: Logger) {
+    /// An indexer over `store`; `recheck` receives the documents a rescan did not find.
+    public init(store: FolderStore, logger: Logger, recheck: @escaping ([String]) -> Void = { _ in }) {
         self.store = store
         self.logger = logger
+        self.recheck = recheck
     }
 
     /// Handles one report; returns the entries recorded.
@@ -31,26 +34,34 @@ public final class Indexer {
                     logger.notice("not synced: the name is not a valid document id", metadata: ["path": "\(path)"])
                     continue
                 }
-                recorded += try ingestSettled(doc)
+                recorded += try ingestSettled(doc, whenMissing: .wait)
+            }
+            return recorded
+        case .gone(let paths):
+            var recorded: [LogEntry] = []
+            for path in paths {
+                guard let doc = try? DocumentID(path) else { continue }
+                recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded
         case .directoryGone(let dir):
             var recorded: [LogEntry] = []
             for doc in store.index.liveDocuments where doc.rawValue.hasPrefix(dir + "/") {
-                recorded += try ingestSettled(doc)
+                recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded
         case .rescan(let reason):
             logger.info("rescanning the folder", metadata: ["reason": "\(reason)"])
             let report = try store.batch { try store.scanAndRecord() }
+            recheck(report.missing.map(\.rawValue))
             return report.recorded
         }
     }
 
-    private func ingestSettled(_ doc: DocumentID) throws -> [LogEntry] {
+    private func ingestSettled(_ doc: DocumentID, whenMissing: MissingFile) throws -> [LogEntry] {
         // A file still being rewritten while read: give it a few short chances to settle.
         for attempt in 0..<5 {
-            switch try store.ingest(doc) {
+            switch try store.ingest(doc, whenMissing: whenMissing) {
             case .recorded(let e): return [e]
             case .deleted(let e?): return [e]
             case .changing where attempt < 4: usleep(20_000)

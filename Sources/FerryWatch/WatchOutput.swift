@@ -1,8 +1,13 @@
 /// What the watcher reports to the indexer.
 public enum WatchOutput: Sendable, Equatable {
-    /// These paths (relative, `/`-separated) settled: read them.
+    /// These paths (relative, `/`-separated) settled and were there: read them (one that has
+    /// gone again since is not a deletion yet).
     case settled([String])
-    /// A directory (relative) was removed or moved away: every document under it is gone.
+    /// These paths went away and stayed away for the absence window: record their deletion
+    /// (unless they are back).
+    case gone([String])
+    /// A directory (relative) was removed or moved away an absence window ago: every document
+    /// under it is looked at again (what is not back is deleted).
     case directoryGone(String)
     /// Events may have been lost (queue overflow, watch limit): scan the whole folder.
     case rescan(reason: String)

@@ -12,10 +12,13 @@ import FerryTesting
         #expect(r == (try JSONParser.parse(#"{"a":2,"b":3,"n":{"x":2,"y":3}}"#)))
     }
 
-    @Test func sameValueChangedDifferentlyTakesTheWinner() throws {
-        #expect(try merge(#"{"a":1}"#, #"{"a":2}"#, #"{"a":3}"#) == ["a": 2])
-        // Removed by one side, changed by the other: the winner's choice stands.
-        #expect(try merge(#"{"a":1}"#, #"{}"#, #"{"a":3}"#) == [:])
+    @Test func sameValueChangedDifferentlyTakesTheGreaterValueWhicheverBranchWins() throws {
+        // The same clash comes out the same in every merge, whichever branch tips it compares.
+        #expect(try merge(#"{"a":1}"#, #"{"a":2}"#, #"{"a":3}"#) == ["a": 3])
+        #expect(try merge(#"{"a":1}"#, #"{"a":3}"#, #"{"a":2}"#) == ["a": 3])
+        // Removed by one side, changed by the other: the change stands, as a live revision
+        // beats a deletion.
+        #expect(try merge(#"{"a":1}"#, #"{}"#, #"{"a":3}"#) == ["a": 3])
         #expect(try merge(#"{"a":1}"#, #"{"a":3}"#, #"{}"#) == ["a": 3])
         // Removed by one side, untouched by the other: removed.
         #expect(try merge(#"{"a":1,"b":1}"#, #"{"b":1}"#, #"{"a":1,"b":2}"#) == ["b": 2])
@@ -42,8 +45,44 @@ import FerryTesting
         // Both append at the end: both insertions kept, the winner's first.
         let r5 = try merge(#"[1,2]"#, #"[1,2,3]"#, #"[1,2,4]"#)
         #expect(r5 == [1, 2, 3, 4])
-        // Same value clash on one element: winner.
-        #expect(try merge(#"[1,2,3]"#, #"[1,5,3]"#, #"[1,6,3]"#) == [1, 5, 3])
+        // One scalar element replaced by each side: two new values, both kept (winner's first).
+        #expect(try merge(#"[1,2,3]"#, #"[1,5,3]"#, #"[1,6,3]"#) == [1, 5, 6, 3])
+        // An insertion beside an element the other side removed: both happen (diff3 would
+        // call this a conflict and keep only one hunk).
+        #expect(try merge(#"["x","y"]"#, #"["y"]"#, #"["x","new","y"]"#) == ["new", "y"])
+        // One side moved an element, the other removed it: it is gone, once.
+        #expect(try merge(#"["a","b","c"]"#, #"["b","c","a"]"#, #"["b","c"]"#) == ["b", "c"])
+        // Both moved it: it appears once.
+        #expect(try merge(#"["a","b","c"]"#, #"["b","a","c"]"#, #"["b","c","a"]"#).arrayValue?.filter { $0 == "a" }.count == 1)
+    }
+
+    /// After criss-cross merges the bases themselves clashed; a side that holds either of
+    /// their values has not changed it, so the other side's real edit is kept.
+    @Test func aClashBetweenMergeBasesIsNotTakenForAChange() throws {
+        let x = try JSONParser.parse(#"{"f":"x","g":1}"#), y = try JSONParser.parse(#"{"f":"y","g":1}"#)
+        let base = MergeBase.combine(ancestor: .none, .exactly(x), .exactly(y))
+        #expect(base.holds("x" as JSONValue?) == false)  // the whole object is compared at the top
+        #expect(base.member("f").holds("x") && base.member("f").holds("y"))
+        // The winner carries one base's value, the loser a new edit: the edit stands.
+        let merged = JSONMerge.merge(base: base, winner: try JSONParser.parse(#"{"f":"y","g":1}"#),
+                                     loser: try JSONParser.parse(#"{"f":"edit","g":1}"#))
+        #expect(merged == ["f": "edit", "g": 1])
+        // Lists of the bases are merged as lists.
+        let lists = MergeBase.combine(ancestor: .exactly(["l": ["a"]]), .exactly(["l": ["a", "x"]]), .exactly(["l": ["a", "y"]]))
+        #expect(lists.member("l") == .exactly(["a", "x", "y"]))
+    }
+
+    /// A decider (the store's history) settles a clash before the values do.
+    @Test func aClashDeciderOverridesTheValueOrder() throws {
+        let base = try JSONParser.parse(#"{"a":1,"n":{"x":1}}"#)
+        var asked: [[String]] = []
+        let merged = JSONMerge.merge(base: .exactly(base), winner: try JSONParser.parse(#"{"a":9,"n":{"x":9}}"#),
+                                     loser: try JSONParser.parse(#"{"a":2,"n":{"x":2}}"#)) { path, _, _ in
+            asked.append(path)
+            return path == ["a"] ? false : nil
+        }
+        #expect(merged == (try JSONParser.parse(#"{"a":2,"n":{"x":9}}"#)))
+        #expect(Set(asked) == [["a"], ["n", "x"]])
     }
 
     @Test func propertiesOverRandomEdits() throws {
@@ -61,6 +100,10 @@ import FerryTesting
             #expect(JSONMerge.merge(base: base, winner: winner, loser: loser).canonicalBytes == merged.canonicalBytes)
             // Merging the result again with either side changes nothing (idempotent on its inputs).
             #expect(JSONMerge.merge(base: winner, winner: merged, loser: winner) == merged)
+            // Which side is called the winner changes nothing but the order of insertions.
+            let swapped = JSONMerge.merge(base: base, winner: loser, loser: winner)
+            #expect(swapped.objectValue?.filter { $0.key != "items" }.mapValues(\.canonicalBytes)
+                    == merged.objectValue?.filter { $0.key != "items" }.mapValues(\.canonicalBytes), "seed \(seed)")
             guard case .object = merged else { Issue.record("merge of objects gave a non-object"); continue }
         }
     }

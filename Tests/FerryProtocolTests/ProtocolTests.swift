@@ -25,6 +25,12 @@ import FerryCore
         try roundTrip(.rev(doc: try DocumentID("images/a.jpg"), rev: r1, history: [], sequence: 4, body: .blob(blob)))
         try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 5, body: .deleted))
         try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 6, body: .delta(base: r1, delta: ["a": 2, "gone": .array([])])))
+        // A merge names the branch it took in.
+        let loser = try RevisionID("1-bb")
+        try roundTrip(.rev(doc: doc, rev: r2, history: [r1], sequence: 9, body: .json(["a": 1]), merged: loser))
+        let text = String(decoding: FrameCodec.encode(.request(number: 3, noReply: false,
+                          .rev(doc: doc, rev: r2, history: [r1], sequence: 9, body: .deleted, merged: loser))), as: UTF8.self)
+        #expect(text.contains("\"merged\":\"1-bb\""), "\(text)")
         // Stored canonical bytes go out as they are and come back as the value they encode.
         let stored = JSONValue.object(["a": 1, "list": [true, "x"]])
         let raw = Frame.request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .canonicalJSON(stored.canonicalBytes)))
@@ -72,6 +78,10 @@ import FerryCore
         rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"2-ab","history":["1-cd"],"sequence":1,"deltaSrc":"2-cd","delta":{}}"#, .invalidField)
         rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"2-ab","history":["1-cd"],"sequence":1,"deltaSrc":"../x","delta":{}}"#, .invalidField)
         rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"2-ab","history":["1-cd"],"sequence":1,"delta":{}}"#, .malformed)
+        // A merge of a revision that is not older than it, or a merge with no parent.
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"2-ab","history":["1-cd"],"sequence":1,"body":{},"merged":"2-ee"}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"1-ab","history":[],"sequence":1,"body":{},"merged":"1-ee"}"#, .invalidField)
+        rejects(#"{"type":"rev","n":1,"doc":"a.json","rev":"2-ab","history":["1-cd"],"sequence":1,"body":{},"merged":"x"}"#, .invalidField)
         rejects(#"{"type":"changes","n":1,"changes":[[1,"a.json","nope",false,1]]}"#, .invalidField)
         rejects(#"{"type":"changes","n":1,"changes":[[-1,"a.json","1-ab",false,1]]}"#, .invalidField)
         rejects(#"{"type":"getAttachment","n":1,"digest":"md5-abc"}"#, .invalidField)

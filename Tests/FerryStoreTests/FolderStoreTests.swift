@@ -130,20 +130,26 @@ import FerryTesting
     }
 
     /// A user's save that lands between a peer's revision being written and the batch's
-    /// commit wins: the temp file is dropped, and the save is recorded on top.
-    @Test func aSaveBeforeTheBatchCommitsIsKept() throws {
+    /// commit wins: the temp file is dropped; the save, made from the file's old content, is
+    /// recorded as a child of that content's revision, and merged with the peer's.
+    @Test func aSaveBeforeTheBatchCommitsIsKeptAndMerged() throws {
         let f = try TestFolder()
         let doc = try f.doc("list.json")
-        let base = Made.root(doc, ["a": 1])
+        let base = Made.root(doc, ["a": 1, "b": 1])
         _ = try base.apply(to: f.store)
         try f.store.batch {
-            _ = try base.child(["a": 2]).apply(to: f.store)
-            try f.dir.write("list.json", #"{"a": 99, "mine": true}"#)
+            _ = try base.child(["a": 1, "b": 2]).apply(to: f.store)
+            try f.dir.write("list.json", #"{"a": 99, "b": 1, "mine": true}"#)
         }
-        #expect(try f.dir.read("list.json") == #"{"a": 99, "mine": true}"#)
+        #expect(try f.dir.read("list.json") == #"{"a": 99, "b": 1, "mine": true}"#)
         #expect(try FileSystem.listDirectory(f.dir.path).filter { $0 != ".ferry" } == ["list.json"])
+        #expect(f.store.fileRevision(doc) == base.rev)
         guard case .recorded(let entry) = try f.store.ingest(doc) else { Issue.record("the save was not recorded"); return }
-        #expect(entry.parent == base.child(["a": 2]).rev)
+        #expect(entry.parent == base.rev)
+        // Nothing reverted: the peer's b and the user's a and mine.
+        #expect(try JSONParser.parse(try f.dir.read("list.json")) == ["a": 99, "b": 2, "mine": true])
+        #expect(!f.store.index[doc]!.hasConflict)
+        #expect(f.store.fileRevision(doc) == f.store.current(doc)?.rev)
     }
 
     /// A file document larger than the copy's writeback stride (8 MiB) is copied whole from
@@ -237,7 +243,7 @@ import FerryTesting
                 let body = e.object.map { try? two.store.objects.read($0) } ?? nil
                 if let body { try one.store.objects.write(body) }
                 _ = try one.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: two.store.index[doc]!.history(of: e.rev).dropFirst().map { $0 },
-                                                               deleted: e.deleted, object: e.object, size: e.size, origin: "two"))
+                                                               deleted: e.deleted, object: e.object, size: e.size, origin: "two", merged: e.merged))
             }
             #expect(one.store.index.revisionCount == before, "seed \(seed)")
         }
@@ -253,20 +259,29 @@ import FerryTesting
             _ = try base.apply(to: s.store)
             _ = try branches[i].apply(to: s.store)
         }
-        // Exchange everything until nothing new moves (bounded).
-        for _ in 0..<5 {
+        // Exchange everything until nothing new moves (bounded), as replication does: a pass
+        // brings all of the sender's revisions, and the receiver resolves once it has them.
+        var moved = true
+        for _ in 0..<6 where moved {
+            moved = false
             for a in stores {
                 for b in stores where a !== b {
                     for e in try a.store.readLogEntries() {
                         if let o = e.object { try b.store.objects.write(try a.store.objects.read(o)) }
-                        _ = try b.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: Array(a.store.index[doc]!.history(of: e.rev).dropFirst()),
-                                                                     deleted: e.deleted, object: e.object, size: e.size, origin: "x"))
+                        let made = try b.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: Array(a.store.index[doc]!.history(of: e.rev).dropFirst()),
+                                                                            deleted: e.deleted, object: e.object, size: e.size, origin: "x", merged: e.merged),
+                                                           resolve: false)
+                        if !made.isEmpty { moved = true }
                     }
+                    _ = try b.store.resolvePendingConflicts()
                 }
             }
         }
+        #expect(!moved, "still moving after six rounds")
         let currents = stores.map { $0.store.current(doc)!.rev }
         #expect(Set(currents).count == 1)
+        let histories = stores.map { Set($0.store.index[doc]!.nodes.keys) }
+        #expect(Set(histories).count == 1, "histories differ")
         let files = try stores.map { try $0.dir.read("list.json") }
         #expect(Set(files).count == 1)
     }

@@ -49,6 +49,12 @@ struct Made {
                     history: [rev] + history, body: body)
     }
 
+    /// A peer's child of `parent`, a revision `store` has, with the history it has of it.
+    static func child(of parent: RevisionID, doc: DocumentID, in store: FolderStore, _ body: JSONValue) -> Made {
+        Made(doc: doc, rev: RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(body.canonicalBytes)),
+             history: store.index[doc]!.history(of: parent), body: body)
+    }
+
     /// A first revision.
     static func root(_ doc: DocumentID, _ body: JSONValue) -> Made {
         Made(doc: doc, rev: RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of(body.canonicalBytes)), history: [], body: body)

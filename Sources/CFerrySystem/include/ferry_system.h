@@ -5,4 +5,5 @@ int ferry_syncfs(int fd);
 int ferry_start_writeback(int fd, long long offset, long long count);
 int ferry_write_and_drop(int fd, long long offset, long long count);
 int ferry_rename_noreplace(const char *from, const char *to);
+int ferry_rename_exchange(const char *a, const char *b);
 #endif

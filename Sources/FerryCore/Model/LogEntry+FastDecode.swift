@@ -99,6 +99,7 @@ private struct FlatScanner {
             case 6 where Self.equals(k, "parent"):
                 if literal("null") { f.parent = nil } else { guard let v = string() else { return nil }; f.parent = v }
             case 7 where Self.equals(k, "deleted"): guard let v = bool() else { return nil }; f.deleted = v
+            case 6 where Self.equals(k, "merged"): guard let v = string() else { return nil }; f.merged = v
             case 4 where Self.equals(k, "kind"): guard let v = string() else { return nil }; f.kind = v
             case 6 where Self.equals(k, "object"): guard let v = string() else { return nil }; f.object = v
             case 4 where Self.equals(k, "size"): guard let v = int() else { return nil }; f.size = v

@@ -8,6 +8,9 @@ public struct LogEntry: Sendable, Equatable {
     public var rev: RevisionID
     /// The parent revision; nil for a first revision.
     public var parent: RevisionID?
+    /// A merge's second parent: the losing leaf whose changes it took in (nil otherwise).
+    /// Merge bases are found over parent and merged edges both.
+    public var merged: RevisionID?
     /// True for a deletion (tombstone).
     public var deleted: Bool
     /// JSON or file document.
@@ -31,11 +34,12 @@ public struct LogEntry: Sendable, Equatable {
     /// A log entry.
     public init(seq: Int, doc: DocumentID, rev: RevisionID, parent: RevisionID?, deleted: Bool, kind: DocumentKind,
                 object: BlobDigest?, size: Int, origin: String, time: String, ancestors: [RevisionID] = [],
-                conflict: ConflictRecord? = nil) {
+                conflict: ConflictRecord? = nil, merged: RevisionID? = nil) {
         self.seq = seq
         self.doc = doc
         self.rev = rev
         self.parent = parent
+        self.merged = merged
         self.deleted = deleted
         self.kind = kind
         self.object = object
@@ -97,6 +101,7 @@ extension LogEntry {
         key("doc"); string(doc.rawValue)
         key("rev"); string(rev.description)
         key("parent"); if let parent { string(parent.description) } else { out += Array("null".utf8) }
+        if let merged { key("merged"); string(merged.description) }
         key("deleted"); out += Array((deleted ? "true" : "false").utf8)
         key("kind"); string(kind.rawValue)
         if let object { key("object"); string(object.description) }
@@ -137,6 +142,10 @@ extension LogEntry {
         case .null?, nil: break
         default: f.parentInvalid = true
         }
+        if let m = o["merged"] {
+            guard let t = m.stringValue else { throw LogEntryDecodingError(message: "invalid merged") }
+            f.merged = t
+        }
         f.deleted = o["deleted"]?.boolValue
         f.kind = o["kind"]?.stringValue
         f.object = o["object"]?.stringValue
@@ -167,6 +176,7 @@ extension LogEntry {
         var rev: String?
         var parent: String?
         var parentInvalid = false
+        var merged: String?
         var deleted: Bool?
         var kind: String?
         var object: String?
@@ -191,6 +201,7 @@ extension LogEntry {
             self.doc = try DocumentID(docText)
             self.rev = try RevisionID(revText)
             self.parent = try f.parent.map { t throws in try RevisionID(t) }
+            self.merged = try f.merged.map { t throws in try RevisionID(t) }
             self.object = try f.object.map { t throws in try BlobDigest(t) }
             self.ancestors = try f.ancestors.map { t throws in try RevisionID(t) }
             if let (w, l, r) = f.conflict {
@@ -213,5 +224,6 @@ extension LogEntry {
         self.origin = f.origin ?? "local"
         self.time = f.time ?? ""
         if rev.generation != (parent?.generation ?? 0) + 1 { throw fail("generation does not follow its parent") }
+        if let merged, merged.generation >= rev.generation || parent == nil { throw fail("a merged revision must be older than the merge") }
     }
 }

@@ -37,10 +37,12 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         self.packed = packed
     }
 
-    /// The id of the revision with this parent, deleted flag and body digest.
+    /// The id of the revision with this parent, deleted flag and body digest; a merge also
+    /// names the leaf it merged (`merged`, its second parent).
     ///
-    /// Hashed text: `ferry-rev-1\0<parent or empty>\0<0|1>\0<body digest hex or empty>`.
-    public static func compute(parent: RevisionID?, deleted: Bool, body: BlobDigest?) -> RevisionID {
+    /// Hashed text: `ferry-rev-1\0<parent or empty>\0<0|1>\0<body digest hex or empty>`, and
+    /// for a merge `\0<merged rev id>` after it (so ids of plain revisions are unchanged).
+    public static func compute(parent: RevisionID?, deleted: Bool, body: BlobDigest?, merged: RevisionID? = nil) -> RevisionID {
         var sha = SHA256()
         var text = "ferry-rev-1\u{0}"
         text += parent?.description ?? ""
@@ -48,8 +50,20 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         text += deleted ? "1" : "0"
         text += "\u{0}"
         text += body?.hex ?? ""  // the digest's hex text, not its packing
+        if let merged { text += "\u{0}" + merged.description }
         sha.update(data: Array(text.utf8))
         return RevisionID(generation: (parent?.generation ?? 0) + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
+    }
+
+    /// The deletion that closes `loser`'s branch once `merge` took it in (a conflict's
+    /// resolution). It names the merge, so it is never the same revision as a deletion someone
+    /// made of `loser` (that one stands for the document; this one only for the branch).
+    ///
+    /// Hashed text: `ferry-rev-1\0<loser>\01\0\0closed-by <merge>`.
+    public static func closing(_ loser: RevisionID, mergedInto merge: RevisionID) -> RevisionID {
+        var sha = SHA256()
+        sha.update(data: Array("ferry-rev-1\u{0}\(loser.description)\u{0}1\u{0}\u{0}closed-by \(merge.description)".utf8))
+        return RevisionID(generation: loser.generation + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
     }
 
     /// `generation-digest`.

@@ -15,9 +15,9 @@ public struct FolderInfo: Sendable, Equatable {
     /// The only format this build reads and writes.
     public static let currentFormat = 1
 
-    /// A new folder's info.
-    public init(name: String) {
-        self.id = UUID().uuidString.lowercased()
+    /// A new folder's info, with a random id unless given one.
+    public init(name: String, id: String? = nil) {
+        self.id = id ?? UUID().uuidString.lowercased()
         self.name = name
         self.created = Timestamp.now()
         self.format = Self.currentFormat

@@ -17,21 +17,33 @@ public enum MaterializeOutcome: Sendable, Equatable {
 }
 
 extension FolderStore {
-    /// Applies a peer's revision: records any unrecorded local edit of the document first, so
-    /// that it takes part in conflict resolution instead of being overwritten; inserts the
-    /// revision (and resolves conflicts); then writes the current revision to disk.
+    /// Applies a peer's revision: records any unrecorded save of the document first (as a
+    /// child of the revision its file held), so that it takes part in conflict resolution
+    /// instead of being overwritten; inserts the revision (and resolves conflicts); then
+    /// writes the current revision to disk.
     /// `parsedBody` is the JSON value of `incoming.object` when the caller has it (it wrote the
     /// object from that value's canonical bytes): the store then neither reads nor parses it
     /// again, to check it or to write the file. `bodyChecked`: as in `insertRemote`.
     /// `preparedFile` is a temp file beside the document already holding the body
     /// pretty-printed (`SharedStore.prepare`): it is renamed into place if the revision becomes
-    /// current, and removed otherwise.
+    /// current, and removed otherwise. `settleFile: false` only inserts the revision (a later
+    /// revision of the same document in the same group will settle the file); `resolve:
+    /// false` leaves a conflict for `resolvePendingConflicts`, and its file as it is until then.
     @discardableResult
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
-                            preparedFile: String? = nil) throws(StoreError) -> [LogEntry] {
+                            preparedFile: String? = nil, settleFile: Bool = true, resolve: Bool = true) throws(StoreError) -> [LogEntry] {
+        let entries = try applyRemoteRevision(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, preparedFile: preparedFile,
+                                              settleFile: settleFile, resolve: resolve)
+        if objects.batch == nil { try saveFileBasesIfChanged() }
+        return entries
+    }
+
+    private func applyRemoteRevision(_ incoming: IncomingRevision, parsedBody: JSONValue?, bodyChecked: Bool,
+                                     preparedFile: String?, settleFile: Bool, resolve: Bool) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
+        guard settleFile else { return try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, resolve: resolve) }
         // The document's file from an earlier revision in this batch is not in place yet; the
         // ingest below must see it, so the batch commits first (rare: a batch holds one
         // revision per document unless a peer sends several in a row).
@@ -41,15 +53,23 @@ extension FolderStore {
         // Even for a document the folder never had, the file is looked for: one the user just
         // created (during a one-shot sync nothing watches the folder) is recorded first, so
         // that the two creations are merged as a conflict rather than one hiding the other.
-        var outcome = try ingest(doc)
-        for _ in 0..<3 where outcome == .changing { outcome = try ingest(doc) }
+        let whenMissing: MissingFile = deletionsAwaitWatcher ? .wait : .recordDeletion
+        var outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing)
+        for _ in 0..<3 where outcome == .changing { outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing) }
         // No file a moment ago (the common case when receiving a new document): no second
         // lookup, here or in `materialize`; the rename at install fails if one appeared since.
         let fingerprint: FileFingerprint?
-        if case .deleted = outcome { fingerprint = nil } else { fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue)) }
-        let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked)
-        if case .unreadable = outcome { return entries }
-        if outcome == .changing { return entries }
+        switch outcome {
+        case .deleted, .missing: fingerprint = nil
+        default: fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
+        }
+        let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, resolve: resolve)
+        // The file keeps what it holds until the user's next save or the end of the conflict.
+        if unresolved.contains(doc) { return entries }
+        switch outcome {
+        case .unreadable, .changing, .missing, .notRegular: return entries
+        default: break
+        }
         _ = try materialize(doc, expecting: fingerprint, knownBody: known, preparedFile: prepared, lookedJustNow: fingerprint == nil)
         return entries
     }
@@ -84,7 +104,10 @@ extension FolderStore {
         if !(lookedJustNow && expecting == nil) {
             guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         }
+        let over = fileRevision(doc)
         guard let current = current(doc), !current.deleted else {
+            fileBases[doc] = nil
+            recentWrites[doc] = nil
             guard expecting != nil else { return .upToDate }
             statCache.set(doc, nil)
             try FileSystem.unlink(path)
@@ -92,9 +115,13 @@ extension FolderStore {
             removeEmptyDirectories(above: doc)
             return .removed
         }
-        if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object { return .upToDate }
+        if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object {
+            fileBases[doc] = nil
+            return .upToDate
+        }
         if let batch = objects.batch, let preparedFile, preparedFile.object == current.object {
-            batch.add(PendingFile(doc: doc, temp: preparedFile.temp, path: path, expecting: expecting, object: preparedFile.object))
+            batch.add(PendingFile(doc: doc, temp: preparedFile.temp, path: path, expecting: expecting, object: preparedFile.object,
+                                  rev: current.rev, over: over))
             return .written
         }
         let dir = FileSystem.dirname(of: path)
@@ -110,7 +137,8 @@ extension FolderStore {
                 try copyObject(current.object!, to: fd, path: temp)
             }
             if let batch = objects.batch {
-                batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!))
+                batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
+                                      rev: current.rev, over: over))
                 return .written
             }
             try FileSystem.sync(fd, path: temp)
@@ -118,7 +146,8 @@ extension FolderStore {
             unlink(temp)
             throw error
         }
-        let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!)
+        let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
+                                  rev: current.rev, over: over)
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
@@ -136,7 +165,17 @@ extension FolderStore {
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard FileFingerprint.of(file.path) == file.expecting else { return keptLocalEdit(file) }
-                try FileSystem.rename(file.temp, file.path)
+                if try FileSystem.exchange(file.temp, file.path) {
+                    // The names swapped at once; a save that landed between the look and the
+                    // swap is in the file now named `temp`: swap back, and it is kept.
+                    if !Self.sameContentState(FileFingerprint.of(file.temp), file.expecting) {
+                        _ = try FileSystem.exchange(file.temp, file.path)
+                        return keptLocalEdit(file)
+                    }
+                    unlink(file.temp)
+                } else {
+                    try FileSystem.rename(file.temp, file.path)
+                }
             }
         } catch {
             unlink(file.temp)
@@ -145,7 +184,14 @@ extension FolderStore {
         if let written = FileFingerprint.of(file.path) {
             statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
         }
+        if file.rev == current(file.doc)?.rev { noteWrite(file.doc, rev: file.rev, over: file.over) } else { fileHolds(file.doc, file.rev) }
         return true
+    }
+
+    /// Same inode, size and modification time: a rename changes a file's ctime, not its content.
+    static func sameContentState(_ a: FileFingerprint?, _ b: FileFingerprint?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return a.inode == b.inode && a.size == b.size && a.mtime == b.mtime
     }
 
     private func keptLocalEdit(_ file: PendingFile) -> Bool {

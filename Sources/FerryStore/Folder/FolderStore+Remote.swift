@@ -8,6 +8,8 @@ public struct IncomingRevision: Sendable, Equatable {
     public var rev: RevisionID
     /// Its ancestors, parent first (as far as the sender knows or chose to send).
     public var history: [RevisionID]
+    /// For a merge, the leaf it took in (its second parent).
+    public var merged: RevisionID?
     /// True for a deletion.
     public var deleted: Bool
     /// The body's object, already written and verified (nil for deletions).
@@ -18,10 +20,12 @@ public struct IncomingRevision: Sendable, Equatable {
     public var origin: String
 
     /// An incoming revision.
-    public init(doc: DocumentID, rev: RevisionID, history: [RevisionID], deleted: Bool, object: BlobDigest?, size: Int, origin: String) {
+    public init(doc: DocumentID, rev: RevisionID, history: [RevisionID], deleted: Bool, object: BlobDigest?, size: Int, origin: String,
+                merged: RevisionID? = nil) {
         self.doc = doc
         self.rev = rev
         self.history = history
+        self.merged = merged
         self.deleted = deleted
         self.object = object
         self.size = size
@@ -32,12 +36,14 @@ public struct IncomingRevision: Sendable, Equatable {
 extension FolderStore {
     /// Adds a peer's revision (with the history it came with) and closes any conflict it
     /// opens, per SPEC §2. Returns every entry recorded: the revision itself, and the merged
-    /// revision and/or the deletion that close the conflict. A revision already known is a no-op.
-    /// `parsedBody`: as in `applyRemote`.
+    /// revision and the deletion that close the conflict. A revision already known is a no-op.
+    /// `parsedBody`: as in `applyRemote`. `bodyChecked`: the caller made sure the body is a
+    /// JSON object whose blobs are here and whose canonical bytes are the object
+    /// (`SharedStore.prepare` does). `resolve: false` leaves a conflict open in `unresolved`
+    /// until `resolvePendingConflicts` (the end of the peer's pass).
     @discardableResult
-    /// `bodyChecked`: the caller made sure the body is a JSON object whose blobs are here and
-    /// whose canonical bytes are the object (`SharedStore.prepare` does).
-    public func insertRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false) throws(StoreError) -> [LogEntry] {
+    public func insertRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
+                             resolve: Bool = true) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
         let tree = index[doc] ?? RevisionTree()
         if let known = tree.nodes[incoming.rev], known.seq != 0 { return [] }
@@ -53,8 +59,14 @@ extension FolderStore {
         }
         let entry = LogEntry(seq: nextSeq, doc: doc, rev: incoming.rev, parent: incoming.history.first,
                              deleted: incoming.deleted, kind: doc.kind, object: incoming.object, size: incoming.size,
-                             origin: incoming.origin, time: Timestamp.now(), ancestors: ancestors)
+                             origin: incoming.origin, time: Timestamp.now(), ancestors: ancestors,
+                             merged: incoming.history.isEmpty ? nil : incoming.merged)
+        pinFileBase(doc)
         try commit([entry])
+        guard resolve else {
+            if index[doc]?.hasConflict == true { unresolved.insert(doc) }
+            return [entry]
+        }
         return [entry] + (try resolveConflicts(doc))
     }
 
@@ -74,6 +86,7 @@ extension FolderStore {
             // A revision whose ancestry is unknown is still kept, as a root of its own branch.
             logger.debug("revision arrived without history", metadata: ["doc": "\(r.doc)", "rev": "\(r.rev)"])
         }
+        if let merged = r.merged, merged.generation >= r.rev.generation { throw reject("the revision it merged is not older than it") }
         if r.deleted {
             if r.object != nil { throw reject("a deletion carries no body") }
             return
@@ -107,54 +120,145 @@ extension FolderStore {
     }
 
     /// Closes every open conflict of `doc` (more than one live leaf), pairwise, best leaves
-    /// first: JSON bodies are merged three-way into a new revision on the winning branch, and
-    /// the losing branch is closed by a deletion. Every step is a pure function of the tree and
-    /// the bodies, so every peer computes the same revisions.
+    /// first, the Couchbase Lite way: a merge revision on the winning branch and a deletion
+    /// that closes the losing one. The merge is always recorded, even when its body is the
+    /// winner's, because it names the loser as its second parent: later merges with
+    /// descendants of the loser find their base through it (`RevisionTree.mergeBase`). Every
+    /// step is a pure function of the tree and the bodies, so every peer computes the same
+    /// revisions, with the same ids, and they do not ping-pong.
     func resolveConflicts(_ doc: DocumentID) throws(StoreError) -> [LogEntry] {
-        var made: [LogEntry] = []
+        unresolved.remove(doc)
+        var made = try closeBranchesADeletionSaw(doc)
         for _ in 0..<64 {
-            guard let tree = index[doc] else { break }
+            guard let tree = index[doc], tree.hasConflict else { break }
             let live = tree.liveLeaves
-            guard live.count >= 2 else { break }
             let winner = live[0], loser = live[1]
             var resolution = ConflictRecord.Resolution.winner
-            var mergedObject: (BlobDigest, Int)?
-            if doc.kind == .json {
-                guard winner.hasBody, loser.hasBody else {
-                    logger.warning("conflict left open: a branch's body is not here", metadata: ["doc": "\(doc)"])
-                    break
+            var body: (object: BlobDigest, size: Int)
+            guard let winnerObject = winner.object, loser.hasBody else {
+                logger.warning("conflict left open: a branch's body is not here", metadata: ["doc": "\(doc)"])
+                break
+            }
+            body = (winnerObject, winner.size)
+            // A merge of the loser that arrived before the deletion closing it: only close it.
+            let alreadyMerged = tree.mergedParent(of: winner.rev) == loser.rev || tree.ancestry(of: winner.rev).contains(loser.rev)
+            if doc.kind == .file && !alreadyMerged, let loserObject = loser.object, loserObject != winnerObject {
+                // Whole bytes, three-way: the side that changed them since the merge base(s)
+                // stands; when both did, the greater digest (the same in every merge, as for
+                // JSON values: see `JSONMerge.clash`).
+                let bases = Set(tree.mergeBases(winner.rev, loser.rev).compactMap { tree.nodes[$0]?.object })
+                if bases.contains(winnerObject) || (!bases.contains(loserObject) && winnerObject.hex < loserObject.hex) {
+                    body = (loserObject, loser.size)
+                    resolution = .merged
                 }
+            }
+            if doc.kind == .json && !alreadyMerged {
                 let w = try jsonBody(of: winner, doc: doc)
                 let l = try jsonBody(of: loser, doc: doc)
-                var base: JSONValue?
-                if let b = tree.commonAncestor(winner.rev, loser.rev), let node = tree.nodes[b], node.hasBody {
-                    base = try jsonBody(of: node, doc: doc)
-                }
-                let merged = JSONMerge.merge(base: base, winner: w, loser: l)
+                let base = try mergeBase(doc, tree, tree.ancestry(of: winner.rev), tree.ancestry(of: loser.rev))
+                let history = ClashHistory(store: self, doc: doc, tree: tree, winner: winner.rev, loser: loser.rev)
+                let merged = JSONMerge.merge(base: base, winner: w, loser: l, decide: history.decide)
                 if merged != w {
                     let bytes = merged.canonicalBytes
-                    mergedObject = (try objects.write(bytes), bytes.count)
+                    body = (try objects.write(bytes), bytes.count)
                     resolution = .merged
                 }
             }
             let record = ConflictRecord(winner: winner.rev, loser: loser.rev, resolution: resolution)
             var entries: [LogEntry] = []
             let time = Timestamp.now()
-            if let (object, size) = mergedObject {
-                let rev = RevisionID.compute(parent: winner.rev, deleted: false, body: object)
-                if !tree.contains(rev) {
-                    entries.append(LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: winner.rev, deleted: false, kind: doc.kind,
-                                            object: object, size: size, origin: "local", time: time, conflict: record))
-                }
+            var mergeRev = tree.merge(of: loser.rev, below: winner.rev) ?? winner.rev
+            if !alreadyMerged {
+                mergeRev = RevisionID.compute(parent: winner.rev, deleted: false, body: body.object, merged: loser.rev)
+                entries.append(LogEntry(seq: nextSeq, doc: doc, rev: mergeRev, parent: winner.rev, deleted: false, kind: doc.kind,
+                                        object: body.object, size: body.size, origin: "local", time: time, conflict: record,
+                                        merged: loser.rev))
             }
-            let closing = RevisionID.compute(parent: loser.rev, deleted: true, body: nil)
+            let closing = RevisionID.closing(loser.rev, mergedInto: mergeRev)
             entries.append(LogEntry(seq: nextSeq + entries.count, doc: doc, rev: closing, parent: loser.rev, deleted: true,
                                     kind: doc.kind, object: nil, size: 0, origin: "local", time: time, conflict: record))
+            pinFileBase(doc)
             try commit(entries)
             logger.info("resolved conflict", metadata: ["doc": "\(doc)", "winner": "\(winner.rev)", "loser": "\(loser.rev)",
                                                         "resolution": "\(resolution.rawValue)"])
             made += entries
         }
+        return made
+    }
+
+    /// Closes every live branch that only merges what a deletion had already seen: behind its
+    /// merges, every edit it carries is in the deletion's history. Two peers that merged the
+    /// same edits in different orders, merged once more elsewhere, must not bring back a
+    /// document someone deleted after seeing all of them; a live edit the deletion had not
+    /// seen still beats it (SPEC §2's winner rule).
+    func closeBranchesADeletionSaw(_ doc: DocumentID) throws(StoreError) -> [LogEntry] {
+        guard let tree = index[doc], case let leaves = tree.leafNodes, leaves.count > 1 else { return [] }
+        // Deletions someone made, not those that close a branch a merge took in.
+        let deletions = WinnerRule.ranked(leaves.filter { $0.deleted && !tree.closesMergedBranch($0) }, by: { ($0.rev, $0.deleted) })
+        guard !deletions.isEmpty else { return [] }
+        var entries: [LogEntry] = []
+        for live in WinnerRule.ranked(leaves.filter { !$0.deleted }, by: { ($0.rev, $0.deleted) }) {
+            guard let edits = tree.editsBehindMerges(of: live.rev), let newest = edits.map(\.generation).max() else { continue }
+            for deletion in deletions where deletion.rev.generation > newest {
+                guard edits.isSubset(of: tree.ancestry(of: deletion.rev)) else { continue }
+                let closing = RevisionID.compute(parent: live.rev, deleted: true, body: nil)
+                entries.append(LogEntry(seq: nextSeq + entries.count, doc: doc, rev: closing, parent: live.rev, deleted: true,
+                                        kind: doc.kind, object: nil, size: 0, origin: "local", time: Timestamp.now(),
+                                        conflict: ConflictRecord(winner: deletion.rev, loser: live.rev, resolution: .winner)))
+                break
+            }
+        }
+        guard !entries.isEmpty else { return [] }
+        pinFileBase(doc)
+        try commit(entries)
+        logger.info("a deletion closed branches that only merged what it had seen", metadata: ["doc": "\(doc)", "closed": "\(entries.count)"])
+        return entries
+    }
+
+    /// What two branches, given their ancestries, are merged against: their merge base's
+    /// body; when they have several (after criss-cross merges), those merged with each other
+    /// first against their own merge base, recursively, as git's recursive strategy does,
+    /// keeping as alternatives the places they changed differently (`MergeBase`).
+    func mergeBase(_ doc: DocumentID, _ tree: RevisionTree, _ a: Set<RevisionID>, _ b: Set<RevisionID>,
+                   depth: Int = 0) throws(StoreError) -> MergeBase {
+        let bases = tree.maximal(a.intersection(b))
+        func body(_ rev: RevisionID) throws(StoreError) -> MergeBase {
+            guard let node = tree.nodes[rev], node.hasBody, !node.deleted else { return .none }
+            return .exactly(try jsonBody(of: node, doc: doc))
+        }
+        guard let first = bases.first else { return .none }
+        var merged = try body(first)
+        guard bases.count > 1, depth < 8 else { return merged }
+        var ancestry = tree.ancestry(of: first)
+        for next in bases.dropFirst() {
+            let nextAncestry = tree.ancestry(of: next)
+            let ancestor = try mergeBase(doc, tree, ancestry, nextAncestry, depth: depth + 1)
+            merged = MergeBase.combine(ancestor: ancestor, merged, try body(next))
+            ancestry.formUnion(nextAncestry)
+        }
+        return merged
+    }
+
+    /// Resolves the conflicts left open by `insertRemote(resolve: false)` (a peer's pass has
+    /// ended) and writes each document's file: first any unrecorded save, as a child of what
+    /// the file held, then the merge. Returns every entry recorded.
+    public func resolvePendingConflicts() throws(StoreError) -> [LogEntry] {
+        var made: [LogEntry] = []
+        for doc in unresolved.sorted() {
+            let whenMissing: MissingFile = deletionsAwaitWatcher ? .wait : .recordDeletion
+            var outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing)
+            for _ in 0..<3 where outcome == .changing { outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing) }
+            if case .recorded(let e) = outcome { made.append(e) }
+            if case .deleted(let e?) = outcome { made.append(e) }
+            let fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
+            made += try resolveConflicts(doc)
+            switch outcome {
+            case .unreadable, .changing, .missing, .notRegular: continue
+            default: _ = try materialize(doc, expecting: fingerprint, knownBody: nil, preparedFile: nil, lookedJustNow: fingerprint == nil)
+            }
+        }
+        unresolved.removeAll()
+        if objects.batch == nil { try saveFileBasesIfChanged() }
         return made
     }
 }

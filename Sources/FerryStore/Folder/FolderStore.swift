@@ -34,6 +34,23 @@ public final class FolderStore {
     public internal(set) var unreadable: [DocumentID: String] = [:]
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
+    /// The revision a document's file holds, for files that do not hold their current
+    /// revision (a peer's revision arrived while the file was being edited, was unreadable or
+    /// missing): a save is recorded as a child of what the file held (see `FileBase`).
+    var fileBases: [DocumentID: FileBase] = [:]
+    /// `fileBases` as last saved to `.ferry/filebases.json`.
+    var savedFileBases: [DocumentID: FileBase] = [:]
+    /// Revisions ferry wrote over documents' files lately, oldest first (see `StaleSave`).
+    var recentWrites: [DocumentID: [RecentWrite]] = [:]
+    /// Documents with more than one live leaf whose resolution waits for the end of a peer's
+    /// pass (`applyRemote(resolve: false)`, `resolvePendingConflicts`).
+    public internal(set) var unresolved: Set<DocumentID> = []
+    /// True while an agent watches the folder: a document whose file is missing when a peer's
+    /// revision arrives is not recorded as deleted then (an editor saving by rename leaves no
+    /// file for a moment); the watcher reports it once it has stayed away (`ingest(whenMissing:)`).
+    public var deletionsAwaitWatcher = false
+    /// Monotonic nanoseconds; replaceable so that a simulation runs on its own clock.
+    public var clock: @Sendable () -> UInt64 = { monotonicNanoseconds() }
 
     /// A thread beside this one for file work: batches rename objects on it at commit, and
     /// the shared store writes received bodies' files on it (started when first needed).
@@ -71,6 +88,8 @@ public final class FolderStore {
             }
             try log.openForAppend(validLength: read.validLength)
             statCache = StatCache.load(path: layout.statCacheFile)
+            fileBases = loadFileBases()
+            savedFileBases = fileBases
             try FileSystem.makeDirectories(layout.tempDirectory)
             for name in (try? FileSystem.listDirectory(layout.tempDirectory)) ?? [] {
                 unlink(layout.tempDirectory + "/" + name)  // leftovers of a killed writer
@@ -105,8 +124,10 @@ public final class FolderStore {
         return try FolderStore(layout: layout, info: try FolderInfo(json: json), writable: writable, logger: logger)
     }
 
-    /// Creates `.ferry/` in `root` and opens the folder for writing.
-    public static func create(at root: String, name: String?, logger: Logger = Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(StoreError) -> FolderStore {
+    /// Creates `.ferry/` in `root` and opens the folder for writing; `id` is the folder's id
+    /// (random unless given: a simulation names its peers).
+    public static func create(at root: String, name: String?, id: String? = nil,
+                              logger: Logger = Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(StoreError) -> FolderStore {
         let layout = FolderLayout(root: root)
         if FileSystem.exists(layout.folderFile) {
             throw StoreError(.alreadyInitialized, "\(root) is already a ferry folder")
@@ -114,7 +135,7 @@ public final class FolderStore {
         try FileSystem.makeDirectories(layout.objectsDirectory)
         try FileSystem.makeDirectories(layout.tempDirectory)
         let folderName = name ?? FileSystem.basename(of: FolderLayout(root: root).root)
-        let info = FolderInfo(name: folderName.isEmpty ? "ferry" : folderName)
+        let info = FolderInfo(name: folderName.isEmpty ? "ferry" : folderName, id: id)
         try FileSystem.writeAtomically(info.json.prettyBytes, to: layout.folderFile, tempPrefix: "folder.json.tmp-")
         return try FolderStore(layout: layout, info: info, writable: true, logger: logger)
     }
@@ -169,6 +190,7 @@ public final class FolderStore {
         do {
             let result = try body()
             try flushBatch()
+            try saveFileBasesIfChanged()
             return result
         } catch {
             objects.batch?.abandon()
@@ -207,27 +229,36 @@ public final class FolderStore {
 
     var nextSeq: Int { index.lastSeq + 1 }
 
-    /// Records a new local revision of `doc` whose body is already in `objects`, unless the
-    /// current revision already has exactly this body. Returns the entry recorded.
+    /// Records a new local revision of `doc` whose body is already in `objects`, as a child of
+    /// the revision its file holds (`fileRevision`; the current one unless a peer's revision
+    /// could not be written to the file), unless that revision already has exactly this body.
+    /// A child of anything but the current revision opens a conflict, which the caller
+    /// resolves. Returns the entry recorded.
     @discardableResult
     public func recordLocal(_ doc: DocumentID, object: BlobDigest, size: Int) throws(StoreError) -> LogEntry? {
-        let current = index[doc]?.current
-        if let current, !current.deleted, current.object == object { return nil }
-        let rev = RevisionID.compute(parent: current?.rev, deleted: false, body: object)
+        try recordLocal(doc, object: object, size: size, parent: fileRevision(doc))
+    }
+
+    func recordLocal(_ doc: DocumentID, object: BlobDigest, size: Int, parent: RevisionID?) throws(StoreError) -> LogEntry? {
+        let base = parent.flatMap { index[doc]?.nodes[$0] }
+        if let base, !base.deleted, base.object == object { return nil }
+        let rev = RevisionID.compute(parent: parent, deleted: false, body: object)
         if index[doc]?.contains(rev) == true { return nil }
-        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: current?.rev, deleted: false, kind: doc.kind,
+        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: parent, deleted: false, kind: doc.kind,
                              object: object, size: size, origin: "local", time: Timestamp.now())
         try commit([entry])
         logger.info("recorded revision", metadata: ["doc": "\(doc)", "rev": "\(rev)"])
         return entry
     }
 
-    /// Records the deletion of `doc` unless it is already deleted or unknown.
+    /// Records the deletion of `doc`, as a child of the revision its file held, unless that
+    /// is already a deletion or there is none.
     @discardableResult
     public func recordDeletion(_ doc: DocumentID) throws(StoreError) -> LogEntry? {
-        guard let current = index[doc]?.current, !current.deleted else { return nil }
-        let rev = RevisionID.compute(parent: current.rev, deleted: true, body: nil)
-        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: current.rev, deleted: true, kind: doc.kind,
+        guard let parent = fileRevision(doc), let node = index[doc]?.nodes[parent], !node.deleted else { return nil }
+        let rev = RevisionID.compute(parent: parent, deleted: true, body: nil)
+        if index[doc]?.contains(rev) == true { return nil }
+        let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: parent, deleted: true, kind: doc.kind,
                              object: nil, size: 0, origin: "local", time: Timestamp.now())
         try commit([entry])
         logger.info("recorded deletion", metadata: ["doc": "\(doc)", "rev": "\(rev)"])

@@ -73,14 +73,18 @@ public actor SharedStore {
     /// and files, then their log lines. Each revision succeeds or fails on its own; if the
     /// batch itself cannot be made durable (a full disk), all fail and nothing is recorded.
     /// Their bodies' files were written as they arrived (`prepare`); the ones still being
-    /// written are waited for first.
+    /// written are waited for first. A document that comes several times has its file written
+    /// once, for the last. Conflicts wait for `resolvePendingConflicts` (the end of the pass),
+    /// so that a peer's history is merged once it is all here, not branch by branch.
     public func applyRemote(_ revisions: [RemoteRevision]) -> [Result<[LogEntry], StoreError>] {
         defer { publish() }
         if let last = revisions.lazy.compactMap({ $0.jsonBody?.ticket }).max() { fileWorker.wait(through: last) }
+        var lastOfDocument: [DocumentID: Int] = [:]
+        for (i, remote) in revisions.enumerated() { lastOfDocument[remote.incoming.doc] = i }
         var results: [Result<[LogEntry], StoreError>] = []
         do {
             try store.batch {
-                for remote in revisions {
+                for (i, remote) in revisions.enumerated() {
                     do {
                         var incoming = remote.incoming
                         var preparedFile: String?
@@ -93,7 +97,8 @@ public actor SharedStore {
                             incoming.object = body.digest
                             preparedFile = body.documentTemp
                         }
-                        results.append(.success(try store.applyRemote(incoming, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile)))
+                        results.append(.success(try store.applyRemote(incoming, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile,
+                                                                      settleFile: lastOfDocument[incoming.doc] == i, resolve: false)))
                     } catch {
                         if let body = remote.jsonBody {
                             // Whatever the job wrote and the store did not take.
@@ -109,6 +114,17 @@ public actor SharedStore {
             return revisions.map { _ in .failure(failure) }
         }
         return results
+    }
+
+    /// Resolves the conflicts a peer's pass left open (it has caught up, or its connection
+    /// ended) and writes their files.
+    public func resolvePendingConflicts() {
+        defer { publish() }
+        guard !store.unresolved.isEmpty else { return }
+        do { _ = try store.batch { try store.resolvePendingConflicts() } } catch {
+            // Left open: the next pass, save or start resolves them.
+            store.logger.error("could not resolve conflicts", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Checks a received JSON body and starts writing its files on the folder's file worker

@@ -132,6 +132,13 @@ public enum FileSystem {
         }
     }
 
+    /// Swaps the names `a` and `b` atomically (both exist); false where the filesystem cannot.
+    public static func exchange(_ a: String, _ b: String) throws(StoreError) -> Bool {
+        if ferry_rename_exchange(a, b) == 0 { return true }
+        if errno == EINVAL || errno == ENOSYS { return false }
+        throw StoreError.system("cannot exchange with", path: b)
+    }
+
     /// Renames, creating the target's directory first if it is missing (cheaper than making
     /// sure of the directory before every rename when it almost always exists).
     public static func renameMakingDirectory(_ from: String, _ to: String) throws(StoreError) {

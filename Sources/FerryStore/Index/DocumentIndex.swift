@@ -1,13 +1,28 @@
 import FerryCore
 
-/// Every document's revision tree, rebuilt from the log when a folder is opened.
+/// Every document's revision tree, rebuilt from the log when a folder is opened, and the
+/// change feed: every revision recorded, in log order.
 public struct DocumentIndex: Sendable {
+    /// One revision recorded in the log, as the change feed lists it.
+    public struct FeedEntry: Sendable, Equatable {
+        /// Its sequence.
+        public let seq: Int
+        /// The document.
+        public let doc: DocumentID
+        /// The revision.
+        public let rev: RevisionID
+    }
+
     /// Trees by document.
     public private(set) var trees: [DocumentID: RevisionTree] = [:]
     /// The highest sequence in the log.
     public private(set) var lastSeq: Int = 0
     /// Number of log entries applied.
     public private(set) var revisionCount: Int = 0
+    /// Every revision recorded, in log order (what replication sends, from a sequence on).
+    public private(set) var feed: [FeedEntry] = []
+    /// False once a damaged log put a sequence out of order: the feed is then searched whole.
+    private var feedIsSorted = true
 
     /// An empty index.
     public init() {}
@@ -17,8 +32,10 @@ public struct DocumentIndex: Sendable {
         // Mutated in place through the subscript: copying the tree out and back would copy
         // its dictionaries on every revision (quadratic in a document's history).
         Self.apply(e, to: &trees[e.doc, default: RevisionTree()])
+        if e.seq <= lastSeq { feedIsSorted = false }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
+        feed.append(FeedEntry(seq: e.seq, doc: e.doc, rev: e.rev))
     }
 
     private static func apply(_ e: LogEntry, to tree: inout RevisionTree) {
@@ -27,6 +44,11 @@ public struct DocumentIndex: Sendable {
         }
         tree.insert(RevisionNode(rev: e.rev, parent: e.parent, deleted: e.deleted, object: e.object,
                                  size: e.size, seq: e.seq, origin: e.origin))
+        // Logs written before merges named their second parent carry it in the merged
+        // revision's conflict record (the loser it took in).
+        if let merged = e.merged ?? (e.deleted ? nil : e.conflict?.loser), e.parent != nil {
+            tree.setMergedParent(merged, of: e.rev)
+        }
     }
 
     /// The tree of a document.
@@ -35,6 +57,17 @@ public struct DocumentIndex: Sendable {
     /// Documents whose current revision is live, sorted.
     public var liveDocuments: [DocumentID] {
         trees.filter { $0.value.current.map { !$0.deleted } ?? false }.keys.sorted()
+    }
+
+    /// The feed's entries with a sequence above `since`, in log order.
+    public func feed(after since: Int) -> ArraySlice<FeedEntry> {
+        guard feedIsSorted else { return ArraySlice(feed.filter { $0.seq > since }) }
+        var low = 0, high = feed.count
+        while low < high {
+            let mid = (low + high) / 2
+            if feed[mid].seq <= since { low = mid + 1 } else { high = mid }
+        }
+        return feed[low...]
     }
 
     mutating func dropBody(doc: DocumentID, rev: RevisionID) {

@@ -38,9 +38,30 @@ public struct RevisionTree: Sendable {
     }
 
     private var shape: Shape = .empty
+    /// Second parents of merges (rare, so kept beside the nodes rather than in each).
+    private var mergeParents: [RevisionID: RevisionID] = [:]
 
     /// An empty tree.
     public init() {}
+
+    /// The leaf a merge took in (its second parent), for a merge revision.
+    public func mergedParent(of rev: RevisionID) -> RevisionID? { mergeParents[rev] }
+
+    /// True when `node` is the deletion that closes a branch a merge took in
+    /// (`RevisionID.closing`), not a deletion someone made.
+    public func closesMergedBranch(_ node: RevisionNode) -> Bool {
+        guard node.deleted, let loser = node.parent else { return false }
+        return mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == node.rev }
+    }
+
+    /// The newest merge in `rev`'s history (itself included) that took in `loser`.
+    public func merge(of loser: RevisionID, below rev: RevisionID) -> RevisionID? {
+        let ancestry = ancestry(of: rev)
+        return mergeParents.filter { $0.value == loser && ancestry.contains($0.key) }.map(\.key).max()
+    }
+
+    /// Records that `rev` merged `loser` (its second parent).
+    mutating func setMergedParent(_ loser: RevisionID, of rev: RevisionID) { mergeParents[rev] = loser }
 
     /// Every known revision.
     public var nodes: RevisionNodes { RevisionNodes(tree: self) }
@@ -61,6 +82,17 @@ public struct RevisionTree: Sendable {
         case .one(let n): return n
         case .many(let b): return b.currentRev.flatMap { b.nodes[$0] }
         }
+    }
+
+    /// True when more than one leaf is live: a conflict to resolve.
+    public var hasConflict: Bool {
+        guard case .many(let b) = shape else { return false }
+        var live = 0
+        for rev in b.leaves where b.nodes[rev]?.deleted == false {
+            live += 1
+            if live > 1 { return true }
+        }
+        return false
     }
 
     /// Leaves that are not deletions, best first.
@@ -135,11 +167,67 @@ public struct RevisionTree: Sendable {
         return out
     }
 
-    /// The nearest common ancestor of two revisions, when their histories meet.
-    public func commonAncestor(_ a: RevisionID, _ b: RevisionID) -> RevisionID? {
-        let ancestorsOfA = Set(history(of: a))
-        for r in history(of: b) where ancestorsOfA.contains(r) { return r }
-        return nil
+    /// The revision and every ancestor known here, through parents and merges' second parents.
+    public func ancestry(of rev: RevisionID) -> Set<RevisionID> {
+        var seen: Set<RevisionID> = [rev]
+        var stack = [rev]
+        while let r = stack.popLast() {
+            for p in [node(r)?.parent, mergeParents[r]] {
+                if let p, seen.insert(p).inserted { stack.append(p) }
+            }
+        }
+        return seen
+    }
+
+    /// The merge bases of two revisions: their common ancestors (through parents and merges'
+    /// second parents) that no other common ancestor descends from, best first by the winner
+    /// rule's order (higher generation, then greater id), so that every peer lists the same.
+    /// Usually one; two or more after criss-cross merges (peers that each merged the other's
+    /// branch). Empty when their histories never meet.
+    ///
+    /// A merge remembers the leaf it took in, so a later merge with a descendant of that leaf
+    /// starts from that leaf rather than from an older ancestor, where both sides would seem to
+    /// have changed the same values.
+    public func mergeBases(_ a: RevisionID, _ b: RevisionID) -> [RevisionID] {
+        let ofA = ancestry(of: a)
+        return maximal(ancestry(of: b).filter { ofA.contains($0) })
+    }
+
+    /// For a merge: the revisions that are not merges found by walking back from it through
+    /// merges only (the edits it brings together). Nil when `rev` is not a merge.
+    public func editsBehindMerges(of rev: RevisionID) -> Set<RevisionID>? {
+        guard mergeParents[rev] != nil else { return nil }
+        var edits: Set<RevisionID> = []
+        var seen: Set<RevisionID> = [rev]
+        var stack = [rev]
+        while let r = stack.popLast() {
+            guard mergeParents[r] != nil else {
+                edits.insert(r)
+                continue
+            }
+            for p in [node(r)?.parent, mergeParents[r]] {
+                if let p, seen.insert(p).inserted { stack.append(p) }
+            }
+        }
+        return edits
+    }
+
+    /// The members of `set` that no other member descends from, best first.
+    public func maximal(_ set: Set<RevisionID>) -> [RevisionID] {
+        // Every edge leads to a lower generation: walking from the best down meets each member
+        // after every member that descends from it.
+        var covered: Set<RevisionID> = []
+        var result: [RevisionID] = []
+        for r in set.sorted(by: >) where !covered.contains(r) {
+            result.append(r)
+            var stack = [r]
+            while let x = stack.popLast() {
+                for p in [node(x)?.parent, mergeParents[x]] {
+                    if let p, covered.insert(p).inserted { stack.append(p) }
+                }
+            }
+        }
+        return result
     }
 
     /// Distance from each revision to its nearest leaf (0 for leaves).

@@ -7,10 +7,13 @@ import FerryCore
 public enum IngestOutcome: Sendable, Equatable {
     /// A new revision was recorded.
     case recorded(LogEntry)
-    /// The file's content is the current revision's.
+    /// The file's content is the current revision's (or, when a peer's revision could not be
+    /// written to it before, the revision it held, and that peer's revision is written now).
     case unchanged
     /// The file is gone and its deletion was recorded (nil: it was not a live document).
     case deleted(LogEntry?)
+    /// The file is not there now and nothing was recorded (`whenMissing: .wait`).
+    case missing
     /// The file cannot be recorded now (invalid JSON with line:column, a missing blob); the
     /// last good revision stays current.
     case unreadable(String)
@@ -20,28 +23,57 @@ public enum IngestOutcome: Sendable, Equatable {
     case notRegular(String)
 }
 
+/// What `ingest` does when a document's file is not there.
+public enum MissingFile: Sendable {
+    /// Record the deletion now (nothing watches the folder, or the file has stayed away).
+    case recordDeletion
+    /// Record nothing: an editor saving by rename leaves no file for a moment, and the watcher
+    /// reports the path again once it has stayed away (`FolderWatcher`).
+    case wait
+}
+
 extension FolderStore {
     /// Largest `.json` document read into memory; bigger ones are reported, not recorded.
     public static let maxJSONDocumentBytes = 64 << 20
 
-    /// Reads `doc`'s file and records a revision when its content differs from the current
-    /// one, or a deletion when the file is gone.
+    /// Reads `doc`'s file and records a revision when its content differs from the revision
+    /// the file held (a child of that one: see `fileRevision`), or a deletion when the file
+    /// is gone. A save that opens a conflict (its parent is not the current revision) is
+    /// merged at once and the merge written back to the file.
     @discardableResult
-    public func ingest(_ doc: DocumentID) throws(StoreError) -> IngestOutcome {
+    public func ingest(_ doc: DocumentID, whenMissing: MissingFile = .recordDeletion) throws(StoreError) -> IngestOutcome {
+        let outcome = try readAndRecord(doc, whenMissing: whenMissing, showCurrent: true)
+        if objects.batch == nil { try saveFileBasesIfChanged() }
+        return outcome
+    }
+
+    /// `ingest` for a caller that writes the current revision to the file itself afterwards
+    /// (`applyRemote`, `resolvePendingConflicts`): a file that still holds the revision it held
+    /// when a peer's revision arrived is left for the caller.
+    func ingestBeforeWriting(_ doc: DocumentID, whenMissing: MissingFile) throws(StoreError) -> IngestOutcome {
+        try readAndRecord(doc, whenMissing: whenMissing, showCurrent: false)
+    }
+
+    private func readAndRecord(_ doc: DocumentID, whenMissing: MissingFile, showCurrent: Bool) throws(StoreError) -> IngestOutcome {
         let path = layout.path(of: doc.rawValue)
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
+            // Only a file that should be there (it held a live revision) can be away for a moment.
+            let held = fileRevision(doc).flatMap { index[doc]?.nodes[$0] }
+            if whenMissing == .wait, let held, !held.deleted { return .missing }
             statCache.set(doc, nil)
-            return .deleted(try recordDeletion(doc))
+            return .deleted(try recordMissing(doc))
         }
         guard st.st_mode & S_IFMT == S_IFREG else {
             unreadable[doc] = nil
             statCache.set(doc, nil)
             // A document replaced by a symlink or a directory is no longer a document here.
-            _ = try recordDeletion(doc)
+            _ = try recordMissing(doc)
             return .notRegular("not a regular file")
         }
         let before = FileFingerprint(st)
+        let digest: BlobDigest, size: Int
+        var saved: [UInt8] = []
         switch doc.kind {
         case .json:
             switch try readJSONBody(doc, path: path, size: Int(st.st_size)) {
@@ -55,18 +87,49 @@ extension FolderStore {
             case .success(let bytes):
                 guard FileFingerprint.of(path) == before else { return .changing }
                 unreadable[doc] = nil
-                let digest = BlobDigest.of(bytes)
-                statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
-                if let cur = current(doc), !cur.deleted, cur.object == digest { return .unchanged }
-                try objects.write(bytes)
-                return try recordLocal(doc, object: digest, size: bytes.count).map(IngestOutcome.recorded) ?? .unchanged
+                (digest, size, saved) = (BlobDigest.of(bytes), bytes.count, bytes)
             }
         case .file:
-            let (digest, size) = try objects.importFile(at: path)
+            (digest, size) = try objects.importFile(at: path)
             guard FileFingerprint.of(path) == before, size == before.size else { return .changing }
-            statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
-            return try recordLocal(doc, object: digest, size: size).map(IngestOutcome.recorded) ?? .unchanged
         }
+        statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
+        if let cur = current(doc), !cur.deleted, cur.object == digest {
+            fileHolds(doc, nil)
+            return .unchanged
+        }
+        let base = fileRevision(doc)
+        if let base, base != current(doc)?.rev, let node = index[doc]?.nodes[base], !node.deleted, node.object == digest {
+            // The file still holds what it held when a peer's revision arrived: that revision
+            // is written now (unless its conflict waits for the end of the peer's pass).
+            if showCurrent && !unresolved.contains(doc) { _ = try materialize(doc, expecting: before) }
+            return .unchanged
+        }
+        if doc.kind == .json { try objects.write(saved) }
+        let parent = parentForSave(doc, saved, base: base)
+        guard let entry = try recordLocal(doc, object: digest, size: size, parent: parent) else { return .unchanged }
+        recentWrites[doc] = nil
+        fileHolds(doc, entry.rev)
+        if entry.rev != current(doc)?.rev || index[doc]?.hasConflict == true {
+            // Made from a revision other than the current one: merge, and show the merge.
+            _ = try resolveConflicts(doc)
+            if current(doc)?.rev != entry.rev { _ = try materialize(doc, expecting: before) }
+        }
+        return .recorded(entry)
+    }
+
+    /// Records the deletion of what `doc`'s file held, now that the file is gone; when a live
+    /// revision still stands (a peer's, which the file never showed), it is written back.
+    private func recordMissing(_ doc: DocumentID) throws(StoreError) -> LogEntry? {
+        let entry = try recordDeletion(doc)
+        recentWrites[doc] = nil
+        if let cur = current(doc), !cur.deleted, !unresolved.contains(doc) {
+            fileBases[doc] = entry.map { .revision($0.rev) } ?? fileBases[doc]
+            _ = try materialize(doc, expecting: nil)
+        } else if current(doc)?.deleted ?? true {
+            fileBases[doc] = nil
+        }
+        return entry
     }
 
     /// Canonical bytes of a `.json` file, or why it cannot be recorded: "line L, column C: …".
@@ -153,9 +216,11 @@ extension FolderStore {
             if activeRules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) {
                 continue
             }
-            if let e = try recordDeletion(doc) { report.recorded.append(e) }
-            statCache.set(doc, nil)
+            report.add(doc, try ingest(doc, whenMissing: deletionsAwaitWatcher ? .wait : .recordDeletion))
         }
+        // Conflicts left open by a pass that was cut short (a crash, a lost connection).
+        for (doc, tree) in index.trees where tree.hasConflict { unresolved.insert(doc) }
+        report.recorded += try resolvePendingConflicts()
         try saveStatCache()
         return report
     }
@@ -178,11 +243,15 @@ public struct ScanReport: Sendable {
     public var unreadable: [(doc: DocumentID, reason: String)] = []
     /// Paths that are not synced.
     public var skipped: [FolderScanner.Skipped]
+    /// Documents whose files were not found and whose deletion waits for the watcher
+    /// (`FolderStore.deletionsAwaitWatcher`).
+    public var missing: [DocumentID] = []
 
     mutating func add(_ doc: DocumentID, _ outcome: IngestOutcome) {
         switch outcome {
         case .recorded(let e): recorded.append(e)
         case .deleted(let e?): recorded.append(e)
+        case .missing: missing.append(doc)
         case .unreadable(let why): unreadable.append((doc, why))
         case .changing: unreadable.append((doc, "kept changing while being read"))
         case .notRegular(let why): skipped.append(.init(path: doc.rawValue, reason: why))

@@ -370,4 +370,8 @@ struct PendingFile {
     let expecting: FileFingerprint?
     /// The object whose content the temp file holds.
     let object: BlobDigest
+    /// The revision it holds.
+    let rev: RevisionID
+    /// The revision the file held before (nil: none), for telling stale saves.
+    let over: RevisionID?
 }

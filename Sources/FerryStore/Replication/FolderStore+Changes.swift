@@ -1,15 +1,14 @@
 import FerryCore
 
-/// A document whose current revision changed after some sequence: what a `changes`
-/// message announces.
-public struct ChangedDocument: Sendable, Equatable {
-    /// The local sequence of the current revision.
+/// A revision recorded after some sequence: what a `changes` message announces.
+public struct RecordedRevision: Sendable, Equatable {
+    /// Its local sequence.
     public var seq: Int
     /// The document.
     public var doc: DocumentID
-    /// Its current revision.
+    /// The revision.
     public var rev: RevisionID
-    /// True when that revision is a deletion.
+    /// True when it is a deletion.
     public var deleted: Bool
     /// Body size.
     public var size: Int
@@ -20,20 +19,22 @@ public struct ChangedDocument: Sendable, Equatable {
 }
 
 extension FolderStore {
-    /// Documents whose current revision has a sequence above `since`, in sequence order, at
-    /// most `limit`, optionally only `docIDs`. Only the winning leaf of each document is
-    /// announced: the other peer resolves conflicts itself, deterministically, so losing
-    /// branches and the revisions that close them need not travel.
-    public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil) -> [ChangedDocument] {
-        var out: [ChangedDocument] = []
-        for (doc, tree) in index.trees {
-            if let docIDs, !docIDs.contains(doc) { continue }
-            guard let cur = tree.current, cur.seq > since else { continue }
-            out.append(ChangedDocument(seq: cur.seq, doc: doc, rev: cur.rev, deleted: cur.deleted, size: cur.size, origin: cur.origin,
-                                       object: cur.object))
+    /// Revisions recorded after `since`, in sequence order, at most `limit`, optionally only
+    /// those of `docIDs`. Every revision travels, not only each document's current one:
+    /// intermediate edits, losing branches, merges and the deletions that close branches, so
+    /// that peers that have synced hold the same histories (`ferry log`, `show DOC@REV` and
+    /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
+    /// sequence order lists every revision after its ancestors.
+    public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil) -> [RecordedRevision] {
+        var out: [RecordedRevision] = []
+        for e in index.feed(after: since) {
+            if let docIDs, !docIDs.contains(e.doc) { continue }
+            guard let node = index[e.doc]?.nodes[e.rev] else { continue }
+            out.append(RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
+                                        origin: node.origin, object: node.object))
+            if out.count >= limit { break }
         }
-        out.sort { $0.seq < $1.seq }
-        return out.count > limit ? Array(out.prefix(limit)) : out
+        return out
     }
 
     /// What to answer a peer announcing `rev` of `doc`: nil when it is already here (not

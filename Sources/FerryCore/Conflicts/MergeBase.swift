@@ -1,0 +1,109 @@
+/// What two branches are merged against: usually one revision's body; after criss-cross
+/// merges (peers that each merged the other's branch) the bases' bodies merged with each
+/// other first, as git's recursive strategy does. Where those bases changed the same place
+/// differently, neither value can count as the original: the place holds any of them, and a
+/// branch that holds one of them has not changed it.
+public indirect enum MergeBase: Sendable, Equatable {
+    /// Exactly this value (nil: the place is absent).
+    case exactly(JSONValue?)
+    /// An object whose members are merge bases of their own (some hold alternatives).
+    case members([String: MergeBase])
+    /// Any of these values (nil: absent): the bases disagree here.
+    case anyOf([JSONValue?])
+
+    /// No base at all: the branches share no history.
+    public static let none = MergeBase.exactly(nil)
+
+    /// True when `value` is what this base holds (or one of the values it may hold).
+    public func holds(_ value: JSONValue?) -> Bool {
+        switch self {
+        case .exactly(let v): return v == value
+        case .anyOf(let vs): return vs.contains { $0 == value }
+        case .members(let ms):
+            guard case .object(let o)? = value else { return false }
+            for key in Set(o.keys).union(ms.keys) where !(ms[key] ?? .exactly(nil)).holds(o[key]) { return false }
+            return true
+        }
+    }
+
+    /// The base of one member of an object.
+    public func member(_ key: String) -> MergeBase {
+        switch self {
+        case .exactly(let v): return .exactly(v?.objectValue?[key])
+        case .members(let ms): return ms[key] ?? .exactly(nil)
+        case .anyOf(let vs): return Self.alternatives(vs.map { $0?.objectValue?[key] })
+        }
+    }
+
+    /// The array to match both sides against, for an array merge (alternatives' first array).
+    public var array: [JSONValue] {
+        switch self {
+        case .exactly(let v): return v?.arrayValue ?? []
+        case .members: return []
+        case .anyOf(let vs): return vs.lazy.compactMap { $0?.arrayValue }.first ?? []
+        }
+    }
+
+    /// One concrete value for each alternative this base stands for.
+    var values: [JSONValue?] {
+        switch self {
+        case .exactly(let v): return [v]
+        case .anyOf(let vs): return vs
+        case .members(let ms):
+            var o: [String: JSONValue] = [:]
+            for (k, m) in ms { if let v = m.values.first ?? nil { o[k] = v } }
+            return [.object(o)]
+        }
+    }
+
+    static func alternatives(_ values: [JSONValue?]) -> MergeBase {
+        var distinct: [JSONValue?] = []
+        for v in values where !distinct.contains(where: { $0 == v }) { distinct.append(v) }
+        return distinct.count == 1 ? .exactly(distinct[0]) : .anyOf(distinct)
+    }
+
+    /// Two merge bases `x` and `y` merged against their own common `ancestor`: where only one
+    /// changed a place, its value; where both changed it differently, either value.
+    public static func combine(ancestor: MergeBase, _ x: MergeBase, _ y: MergeBase) -> MergeBase {
+        if x == y { return x }
+        if let only = x.single, ancestor.holds(only) { return y }
+        if let only = y.single, ancestor.holds(only) { return x }
+        if x.isObject && y.isObject {
+            var keys = Set<String>()
+            for side in [x, y] {
+                switch side {
+                case .exactly(let v): keys.formUnion(v?.objectValue?.keys ?? [:].keys)
+                case .members(let ms): keys.formUnion(ms.keys)
+                case .anyOf: break
+                }
+            }
+            var ms: [String: MergeBase] = [:]
+            for key in keys {
+                let m = combine(ancestor: ancestor.member(key), x.member(key), y.member(key))
+                if m != .exactly(nil) { ms[key] = m }
+            }
+            return .members(ms)
+        }
+        if case .exactly(.array(let xa)?) = x, case .exactly(.array(let ya)?) = y {
+            // Lists are merged as lists: alternatives would lose which elements each base kept.
+            return .exactly(.array(JSONMerge.mergeArrays(ancestor.array, xa, ya)))
+        }
+        return alternatives(x.values + y.values)
+    }
+
+    /// The one value this base holds, if it is not a set of alternatives.
+    var single: JSONValue?? {
+        switch self {
+        case .exactly(let v): return .some(v)
+        default: return nil
+        }
+    }
+
+    var isObject: Bool {
+        switch self {
+        case .exactly(let v): if case .object? = v { return true } else { return false }
+        case .members: return true
+        case .anyOf: return false
+        }
+    }
+}
