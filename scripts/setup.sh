@@ -17,8 +17,9 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 # curl for plain HTTP requests to the listener. DNS-SD: Avahi's dns_sd library to build
 # against, avahi-daemon and dbus to run it, avahi-utils (avahi-browse, avahi-publish-service)
 # and iproute2 (network namespaces) for the tests. rsync: the benchmark's yardstick. strace: a
-# test reads the order of the receiver's fsyncs from it.
-packages=(jq vim openssl util-linux coreutils procps python3 curl rsync strace
+# test reads the order of the receiver's fsyncs from it. nano and emacs-nox: the editors the
+# tests save with besides vim; inotify-tools: a test watches the peer's folder with inotifywait.
+packages=(jq vim nano emacs-nox openssl util-linux coreutils procps python3 curl rsync strace inotify-tools
           libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -26,6 +27,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   as_root apt-get update -q
   as_root apt-get install -y -q "${missing[@]}"
+fi
+
+# The end-to-end tests run ferry, editors and tools as an unprivileged user in a folder under
+# its home, as ferry's users do (root's tests would hide permission errors, and vim saves
+# differently under /tmp).
+if [ "$(id -u)" = 0 ] && ! id ferrytest >/dev/null 2>&1; then
+  useradd --create-home --shell /bin/bash ferrytest
 fi
 
 # SETUP_NO_BUILD=1: packages only (the benchmark builds in release mode itself).

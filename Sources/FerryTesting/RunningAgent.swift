@@ -17,11 +17,11 @@ public final class RunningAgent: @unchecked Sendable {
     /// is a command that execs the rest (such as `ip netns exec NS`), so the process is still
     /// the agent's and SIGTERM reaches it.
     public init(folder: String, arguments: [String] = ["--no-listen"], environment: [String: String] = [:],
-                launcher: [String] = [], timeout: TimeInterval = 20) throws {
+                launcher: [String] = [], executable: String = FerryProcess.ferryExecutable, timeout: TimeInterval = 20) throws {
         self.folder = folder
         logPath = folder + "/../serve-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let command = launcher + [FerryProcess.ferryExecutable, "serve"] + arguments
+        let command = launcher + [executable, "serve"] + arguments
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? logHandle.close() }
         let null = open("/dev/null", O_RDONLY | O_CLOEXEC)

@@ -32,10 +32,12 @@ import Testing
         }
     }
 
+    /// Waits until the two folders show the same files and their logs hold the same
+    /// revisions (`jq -r .rev | sort -u` alike: losing branches and merges included).
     func converged(_ a: String, _ b: String, timeout: TimeInterval = 15) -> [String] {
         var diff: [String] = []
         eventually(timeout) {
-            diff = FolderComparison.differences(a, b)
+            diff = FolderComparison.differences(a, b) + FolderComparison.historyDifferences([a, b])
             return diff.isEmpty
         }
         return diff

@@ -34,7 +34,8 @@ struct TwoHostDiscoveryTests {
         #expect(seen.contains("\"fp=\(fingerprintA)\"") && seen.contains("\"db=inventory\"") && seen.contains("\"tls=1\""), "\(seen)")
 
         // The sample crosses, over wss:// to the address found, the fingerprint pinned.
-        #expect(eventually(30) { FolderComparison.differences(a, b).isEmpty }, "\(FolderComparison.differences(a, b))\n\(agentB.log())")
+        #expect(eventually(30) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty },
+               "\(FolderComparison.differences(a, b)) \(FolderComparison.historyDifferences([a, b]))\n\(agentB.log())")
         // Both discover: a may have dialled b first (the sample then crossed that way); b's own
         // replication with a follows its next browse (every few seconds).
         var known = ""
@@ -78,7 +79,7 @@ struct TwoHostDiscoveryTests {
         let agentB = try RunningAgent(folder: b, arguments: ["--peer", url, "--discover"],
                                       environment: pair.b.environment, launcher: pair.b.launcher)
         defer { agentB.stop(); agentA.stop() }
-        #expect(eventually(20) { FolderComparison.differences(a, b).isEmpty }, "\(agentB.log())")
+        #expect(eventually(20) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty }, "\(agentB.log())")
         let log = agentB.log()
         #expect(log.contains("discovery is off"), "\(log)")
     }

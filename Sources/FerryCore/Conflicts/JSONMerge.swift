@@ -4,12 +4,13 @@
 /// is matched against the base by a longest common subsequence, runs both sides left alone
 /// are stable, and the hunks between them are taken from whichever side changed them. Hunks
 /// both sides changed are merged element by element (`resolveHunk`): every insertion of either
-/// side is kept (the winner's first), a removal by either side stands, and an element both
-/// sides changed in place merges recursively.
+/// side is kept (runs both sides inserted at one place in an order of their own), a removal
+/// by either side stands, and an element both sides changed in place merges recursively.
 /// Where both sides changed one value differently the greater value stands (`clash`), and a
-/// change beats a removal; `winner` (chosen by callers with the winner rule) only orders
-/// insertions both sides made at one place. So the result depends only on the values, never
-/// on who computes it, nor on which branch tips a criss-cross merge happens to compare.
+/// change beats a removal; `winner` (chosen by callers with the winner rule) decides only
+/// what no value settles (two different scalars both kept in place of one element, an
+/// oversized hunk). So the result depends only on the values, never on who computes it, nor
+/// on which branch tips a criss-cross merge happens to compare.
 public enum JSONMerge {
     /// Above this many base × side elements the array matcher stops looking for moves inside
     /// the differing middle (after trimming the common prefix and suffix) and treats it as one
@@ -147,10 +148,10 @@ public enum JSONMerge {
     }
 
     /// A stretch both sides changed. Element by element when it can be matched: every
-    /// element either side inserted is kept (the winner's first where both inserted at one
+    /// element either side inserted is kept (`bothInserted` orders two runs at one
     /// place), a base element stays only if both kept it, and an element both sides replaced
     /// one for one at the same place is merged recursively (an element changed in place on
-    /// both sides). Stretches too large to match fall back to the hunk as a whole.
+    /// both sides). Stretches too large to match fall back to the winner's hunk as a whole.
     static func resolveHunk(_ o: [JSONValue], _ a: [JSONValue], _ b: [JSONValue]) -> [JSONValue] {
         if a == o { return b }
         if b == o { return a }
@@ -159,7 +160,7 @@ public enum JSONMerge {
             return (0..<o.count).flatMap { inPlace(o[$0], a[$0], b[$0]) }
         }
         if o.isEmpty {
-            return a + b.filter { e in !a.contains(e) }
+            return bothInserted(a, b)
         }
         guard o.count * max(a.count, b.count) <= lcsCellLimit else { return a }
         let keptA = SequenceMatcher.match(o, a), keptB = SequenceMatcher.match(o, b)
@@ -176,17 +177,28 @@ public enum JSONMerge {
                    (k + run == o.count || (keptA[k + run] != nil && keptB[k + run] != nil)) {
                     result += (0..<run).flatMap { inPlace(o[k + $0], ia[$0], ib[$0]) }
                     k += run
-                    result += insertedA[k] + insertedB[k].filter { e in !insertedA[k].contains(e) }
+                    result += bothInserted(insertedA[k], insertedB[k])
                     if k < o.count { result.append(o[k]) }
                     k += 1
                     continue
                 }
             }
-            result += ia + ib.filter { e in !ia.contains(e) }
+            result += bothInserted(ia, ib)
             if k < o.count, keptA[k] != nil, keptB[k] != nil { result.append(o[k]) }
             k += 1
         }
         return result
+    }
+
+    /// What both sides inserted at one place: both runs, each element once, the run whose
+    /// canonical JSON sorts first first. Not the winner's first: merges of the same two
+    /// insertions with different winners would order them differently, and a later merge
+    /// would take the other order for elements moved.
+    static func bothInserted(_ a: [JSONValue], _ b: [JSONValue]) -> [JSONValue] {
+        if a.isEmpty { return b }
+        if b.isEmpty { return a }
+        let (first, second) = JSONValue.array(b).canonicalBytes.lexicographicallyPrecedes(JSONValue.array(a).canonicalBytes) ? (b, a) : (a, b)
+        return first + second.filter { e in !first.contains(e) }
     }
 
     /// One element both sides may have replaced: an object or array changed in place on both

@@ -89,8 +89,10 @@ extension FolderStore {
             let same = write.rev == cursor || (tree.nodes[write.rev]?.object).map { $0 == tree.nodes[cursor]?.object } == true
             guard same, now &- write.time < Self.staleSaveWindow else { break }
             cursor = write.over
-            guard let before = tree.nodes[write.over], before.hasBody, !before.deleted,
-                  let beforeValue = try? jsonBody(of: before, doc: doc) else { break }
+            guard let before = tree.nodes[write.over] else { break }
+            // A removal of the file (a peer's deletion) is a step of the chain, not a content.
+            if before.deleted { continue }
+            guard before.hasBody, let beforeValue = try? jsonBody(of: before, doc: doc) else { break }
             if savedValue == nil { savedValue = try? JSONParser.parse(saved) }
             guard let savedValue else { break }
             if StaleSave.undoes(before: beforeValue, after: currentValue, save: savedValue) { parent = write.over }

@@ -54,15 +54,9 @@ extension FolderStore {
         // created (during a one-shot sync nothing watches the folder) is recorded first, so
         // that the two creations are merged as a conflict rather than one hiding the other.
         let whenMissing: MissingFile = deletionsAwaitWatcher ? .wait : .recordDeletion
-        var outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing)
-        for _ in 0..<3 where outcome == .changing { outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing) }
         // No file a moment ago (the common case when receiving a new document): no second
         // lookup, here or in `materialize`; the rename at install fails if one appeared since.
-        let fingerprint: FileFingerprint?
-        switch outcome {
-        case .deleted, .missing: fingerprint = nil
-        default: fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
-        }
+        let (outcome, fingerprint) = try ingestBeforeWriting(doc, whenMissing: whenMissing)
         let entries = try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, resolve: resolve)
         // The file keeps what it holds until the user's next save or the end of the conflict.
         if unresolved.contains(doc) { return entries }
@@ -105,10 +99,11 @@ extension FolderStore {
             guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         }
         let over = fileRevision(doc)
-        guard let current = current(doc), !current.deleted else {
+        let now = current(doc)
+        guard let current = now, !current.deleted else {
             fileBases[doc] = nil
-            recentWrites[doc] = nil
             guard expecting != nil else { return .upToDate }
+            if let tombstone = now { noteWrite(doc, rev: tombstone.rev, over: over) }
             statCache.set(doc, nil)
             try FileSystem.unlink(path)
             if let batch = objects.batch { batch.filesRemoved = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
@@ -157,7 +152,7 @@ extension FolderStore {
     /// its content was last recorded (the user's edit wins; the temp file is dropped). Records
     /// the new file's fingerprint. Returns false when the file was left alone.
     func installPendingFile(_ file: PendingFile) throws(StoreError) -> Bool {
-        do {
+        do throws(StoreError) {
             if file.expecting == nil {
                 // No file was there: a rename that fails if one appeared meanwhile is the last
                 // look and the install in one atomic step.
@@ -165,10 +160,13 @@ extension FolderStore {
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard FileFingerprint.of(file.path) == file.expecting else { return keptLocalEdit(file) }
-                if try FileSystem.exchange(file.temp, file.path) {
+                guard try holdsWhatWasRead(file, at: file.path) else { return keptLocalEdit(file) }
+                if savedLately(file.doc), try FileSystem.exchange(file.temp, file.path) {
                     // The names swapped at once; a save that landed between the look and the
                     // swap is in the file now named `temp`: swap back, and it is kept.
-                    if !Self.sameContentState(FileFingerprint.of(file.temp), file.expecting) {
+                    var displacedIntact = Self.sameContentState(FileFingerprint.of(file.temp), file.expecting)
+                    if displacedIntact { displacedIntact = try holdsWhatWasRead(file, at: file.temp) }
+                    if !displacedIntact {
                         _ = try FileSystem.exchange(file.temp, file.path)
                         return keptLocalEdit(file)
                     }
@@ -186,6 +184,31 @@ extension FolderStore {
         }
         if file.rev == current(file.doc)?.rev { noteWrite(file.doc, rev: file.rev, over: file.over) } else { fileHolds(file.doc, file.rev) }
         return true
+    }
+
+    /// True unless the file at `path`, whose fingerprint is the one read when the document's
+    /// content was last recorded, may have been rewritten since without its fingerprint
+    /// showing it: file times are kept at the kernel's clock tick (a few milliseconds), so a
+    /// same-size rewrite within one tick leaves inode, size and times alike ("racily clean",
+    /// as git says). A file modified that recently is compared by content.
+    func holdsWhatWasRead(_ file: PendingFile, at path: String) throws(StoreError) -> Bool {
+        guard let expecting = file.expecting, wallClockNanoseconds() - expecting.mtime < Self.racyWindow else { return true }
+        guard let recorded = statCache.entries[file.doc], recorded.fingerprint == expecting,
+              case .success(let digest)? = try digest(of: file.doc, at: path) else { return false }
+        return digest == recorded.object
+    }
+
+    /// How recent a file's modification time must be for its fingerprint not to prove it
+    /// unchanged: several clock ticks.
+    static let racyWindow = 50_000_000
+
+    /// Someone saved `doc` here in the last 10 s, so a save may land between the last look
+    /// and the rename: then the file is swapped in with `RENAME_EXCHANGE` and the displaced
+    /// file checked (a save caught in between is swapped back). Otherwise a plain rename: the
+    /// exchange shows in inotify as the name moving away and back, which other watchers may
+    /// take for a deletion.
+    func savedLately(_ doc: DocumentID) -> Bool {
+        lastLocalSave[doc].map { clock() &- $0 < 10_000_000_000 } ?? false
     }
 
     /// Same inode, size and modification time: a rename changes a file's ctime, not its content.

@@ -246,11 +246,9 @@ extension FolderStore {
         var made: [LogEntry] = []
         for doc in unresolved.sorted() {
             let whenMissing: MissingFile = deletionsAwaitWatcher ? .wait : .recordDeletion
-            var outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing)
-            for _ in 0..<3 where outcome == .changing { outcome = try ingestBeforeWriting(doc, whenMissing: whenMissing) }
+            let (outcome, fingerprint) = try ingestBeforeWriting(doc, whenMissing: whenMissing)
             if case .recorded(let e) = outcome { made.append(e) }
             if case .deleted(let e?) = outcome { made.append(e) }
-            let fingerprint = FileFingerprint.of(layout.path(of: doc.rawValue))
             made += try resolveConflicts(doc)
             switch outcome {
             case .unreadable, .changing, .missing, .notRegular: continue

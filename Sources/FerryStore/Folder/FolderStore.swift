@@ -42,6 +42,9 @@ public final class FolderStore {
     var savedFileBases: [DocumentID: FileBase] = [:]
     /// Revisions ferry wrote over documents' files lately, oldest first (see `StaleSave`).
     var recentWrites: [DocumentID: [RecentWrite]] = [:]
+    /// When a save of each document was last recorded here (the store's clock): a file saved
+    /// lately is swapped in with `RENAME_EXCHANGE` (see `installPendingFile`).
+    var lastLocalSave: [DocumentID: UInt64] = [:]
     /// Documents with more than one live leaf whose resolution waits for the end of a peer's
     /// pass (`applyRemote(resolve: false)`, `resolvePendingConflicts`).
     public internal(set) var unresolved: Set<DocumentID> = []

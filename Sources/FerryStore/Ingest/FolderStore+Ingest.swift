@@ -42,19 +42,29 @@ extension FolderStore {
     /// merged at once and the merge written back to the file.
     @discardableResult
     public func ingest(_ doc: DocumentID, whenMissing: MissingFile = .recordDeletion) throws(StoreError) -> IngestOutcome {
-        let outcome = try readAndRecord(doc, whenMissing: whenMissing, showCurrent: true)
+        var read: FileFingerprint?
+        let outcome = try readAndRecord(doc, whenMissing: whenMissing, showCurrent: true, read: &read)
         if objects.batch == nil { try saveFileBasesIfChanged() }
         return outcome
     }
 
     /// `ingest` for a caller that writes the current revision to the file itself afterwards
     /// (`applyRemote`, `resolvePendingConflicts`): a file that still holds the revision it held
-    /// when a peer's revision arrived is left for the caller.
-    func ingestBeforeWriting(_ doc: DocumentID, whenMissing: MissingFile) throws(StoreError) -> IngestOutcome {
-        try readAndRecord(doc, whenMissing: whenMissing, showCurrent: false)
+    /// when a peer's revision arrived is left for the caller. Returns, with the outcome, the
+    /// fingerprint of the file whose content was read: the caller writes over the file only
+    /// if it is still that one (a save that lands after the read is never overwritten; a
+    /// fresh `stat` taken after the read would take such a save for the content recorded).
+    /// A few tries while the file changes under the read.
+    func ingestBeforeWriting(_ doc: DocumentID, whenMissing: MissingFile) throws(StoreError) -> (IngestOutcome, FileFingerprint?) {
+        var read: FileFingerprint?
+        var outcome = try readAndRecord(doc, whenMissing: whenMissing, showCurrent: false, read: &read)
+        for _ in 0..<3 where outcome == .changing { outcome = try readAndRecord(doc, whenMissing: whenMissing, showCurrent: false, read: &read) }
+        return (outcome, read)
     }
 
-    private func readAndRecord(_ doc: DocumentID, whenMissing: MissingFile, showCurrent: Bool) throws(StoreError) -> IngestOutcome {
+    private func readAndRecord(_ doc: DocumentID, whenMissing: MissingFile, showCurrent: Bool,
+                               read: inout FileFingerprint?) throws(StoreError) -> IngestOutcome {
+        read = nil
         let path = layout.path(of: doc.rawValue)
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
@@ -94,6 +104,7 @@ extension FolderStore {
             guard FileFingerprint.of(path) == before, size == before.size else { return .changing }
         }
         statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
+        read = before
         if let cur = current(doc), !cur.deleted, cur.object == digest {
             fileHolds(doc, nil)
             return .unchanged
@@ -107,13 +118,22 @@ extension FolderStore {
         }
         if doc.kind == .json { try objects.write(saved) }
         let parent = parentForSave(doc, saved, base: base)
+        let rev = RevisionID.compute(parent: parent, deleted: false, body: digest)
+        if index[doc]?.nodes[rev].map({ $0.seq != 0 }) == true {
+            // The very revision someone already made (the same save from the same parent, on
+            // another peer): the file holds it, and shows the current revision from now on.
+            fileHolds(doc, rev)
+            if showCurrent && !unresolved.contains(doc) && current(doc)?.rev != rev { _ = try materialize(doc, expecting: before) }
+            return .unchanged
+        }
         guard let entry = try recordLocal(doc, object: digest, size: size, parent: parent) else { return .unchanged }
         recentWrites[doc] = nil
+        lastLocalSave[doc] = clock()
         fileHolds(doc, entry.rev)
         if entry.rev != current(doc)?.rev || index[doc]?.hasConflict == true {
             // Made from a revision other than the current one: merge, and show the merge.
             _ = try resolveConflicts(doc)
-            if current(doc)?.rev != entry.rev { _ = try materialize(doc, expecting: before) }
+            if showCurrent && current(doc)?.rev != entry.rev { _ = try materialize(doc, expecting: before) }
         }
         return .recorded(entry)
     }
@@ -122,7 +142,7 @@ extension FolderStore {
     /// revision still stands (a peer's, which the file never showed), it is written back.
     private func recordMissing(_ doc: DocumentID) throws(StoreError) -> LogEntry? {
         let entry = try recordDeletion(doc)
-        recentWrites[doc] = nil
+        if entry != nil { recentWrites[doc] = nil }
         if let cur = current(doc), !cur.deleted, !unresolved.contains(doc) {
             fileBases[doc] = entry.map { .revision($0.rev) } ?? fileBases[doc]
             _ = try materialize(doc, expecting: nil)
@@ -161,7 +181,11 @@ extension FolderStore {
     /// The digest the file would have as a revision body, without storing anything (for
     /// `status` and `verify`); nil when missing or unreadable.
     public func digestOnDisk(_ doc: DocumentID) throws(StoreError) -> Result<BlobDigest, JSONBodyError>? {
-        let path = layout.path(of: doc.rawValue)
+        try digest(of: doc, at: layout.path(of: doc.rawValue))
+    }
+
+    /// `digestOnDisk` of the file at `path` read as a body of `doc`.
+    func digest(of doc: DocumentID, at path: String) throws(StoreError) -> Result<BlobDigest, JSONBodyError>? {
         guard let st = try FileSystem.lstat(path), st.st_mode & S_IFMT == S_IFREG else { return nil }
         switch doc.kind {
         case .json:

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The deterministic multi-peer simulation (docs/architecture.md), built in release mode:
+#   bash scripts/simulate.sh                        2,000 seeds (what scripts/test.sh runs)
+#   bash scripts/simulate.sh --seed N               replay one seed, printing its trace
+#   bash scripts/simulate.sh --seeds 100000 --first 1   a long run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
+swift build -c release --product ferry-sim 2>&1 | tail -n 1 >&2
+exec .build/release/ferry-sim "$@"
