@@ -31,6 +31,9 @@ extension FolderStore {
     /// A save that follows a write of ferry's more closely than this may have been made from
     /// the file's content before the write (see `StaleSave`): 2 s, in nanoseconds.
     public static let staleSaveWindow: UInt64 = 2_000_000_000
+    /// A document saved here this recently is swapped in with `RENAME_EXCHANGE` (see
+    /// `savedLately`): 10 s, in nanoseconds.
+    static let savedLatelyWindow: UInt64 = 10_000_000_000
 
     /// The revision `doc`'s file holds: the current one unless a peer's revision could not be
     /// written to it yet.
@@ -66,6 +69,17 @@ extension FolderStore {
         if writes.count >= 8 { writes.removeFirst() }
         writes.append(RecentWrite(rev: rev, over: over, time: now))
         recentWrites[doc] = writes
+        forgetExpired(now)
+    }
+
+    /// Drops what no save can need any more, once the maps have grown (an agent runs for weeks).
+    func forgetExpired(_ now: UInt64) {
+        if recentWrites.count > 256 {
+            recentWrites = recentWrites.filter { now &- ($0.value.last?.time ?? 0) < Self.staleSaveWindow }
+        }
+        if lastLocalSave.count > 256 {
+            lastLocalSave = lastLocalSave.filter { now &- $0.value < Self.savedLatelyWindow }
+        }
     }
 
     /// The parent for a save of `doc` whose body is `saved`, when the file holds `base`: `base`,

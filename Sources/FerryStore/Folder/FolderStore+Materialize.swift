@@ -208,7 +208,7 @@ extension FolderStore {
     /// exchange shows in inotify as the name moving away and back, which other watchers may
     /// take for a deletion.
     func savedLately(_ doc: DocumentID) -> Bool {
-        lastLocalSave[doc].map { clock() &- $0 < 10_000_000_000 } ?? false
+        lastLocalSave[doc].map { clock() &- $0 < Self.savedLatelyWindow } ?? false
     }
 
     /// Same inode, size and modification time: a rename changes a file's ctime, not its content.

@@ -129,6 +129,7 @@ extension FolderStore {
         guard let entry = try recordLocal(doc, object: digest, size: size, parent: parent) else { return .unchanged }
         recentWrites[doc] = nil
         lastLocalSave[doc] = clock()
+        forgetExpired(lastLocalSave[doc]!)
         fileHolds(doc, entry.rev)
         if entry.rev != current(doc)?.rev || index[doc]?.hasConflict == true {
             // Made from a revision other than the current one: merge, and show the merge.
