@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
 bash scripts/setup.sh >/dev/null
 ferry=$PWD/.build/debug/ferry
-work=$(mktemp -d /tmp/ferry-demo-XXXXXX)
+# In the home folder, not /tmp: there vim saves by renaming the file away and writing a new
+# one, as it does for users (under /tmp it writes in place).
+work=$(mktemp -d "${HOME:-/tmp}/ferry-demo-XXXXXX")
 laptop=$work/laptop desktop=$work/desktop
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 pids=()
@@ -51,11 +53,13 @@ say "laptop: sed -i changes Apples 20 -> 25"
 sed -i '0,/"value": 20/s//"value": 25/' "$laptop/samplelist.json"
 until_true "jq -e '.items[0].value == 25' '$desktop/samplelist.json'"
 
-say "desktop: vim renames the list"
-vim -u NONE -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq "$desktop/samplelist.json"
+say "desktop: vim (its default settings) renames the list; vim saves by renaming the file to samplelist.json~ first"
+vim -u DEFAULTS -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq "$desktop/samplelist.json"
 until_true "grep -q 'Kitchen inventory' '$laptop/samplelist.json'"
+echo "   recorded on desktop as one edit, no deletion:"
+"$ferry" -C "$desktop" log samplelist.json --count 1 | cut -f 3-6 | sed 's/^/   /'
 
-say "desktop: cp a new document in; laptop: rm it again"
+say "desktop: cp a new document in; laptop: rm it again   (a file counts as deleted once it has stayed away 0.5 s)"
 printf '{"type": "note", "text": "buy more apples"}\n' > "$work/note.json"
 cp "$work/note.json" "$desktop/notes.json"
 until_true "test -f '$laptop/notes.json'"
@@ -73,6 +77,9 @@ jq -c '{seq, doc, rev, origin}' "$desktop/.ferry/revs.log"
 
 say "both folders hold the same list:  diff <(jq -S . laptop/samplelist.json) <(jq -S . desktop/samplelist.json)"
 diff <(jq -S . "$laptop/samplelist.json") <(jq -S . "$desktop/samplelist.json") && echo "   identical"
+
+say "and the same history:  diff <(jq -r .rev laptop/.ferry/revs.log | sort -u) <(jq -r .rev desktop/.ferry/revs.log | sort -u)"
+diff <(jq -r .rev "$laptop/.ferry/revs.log" | sort -u) <(jq -r .rev "$desktop/.ferry/revs.log" | sort -u) && echo "   identical"
 
 say "every item's image is an object on both sides; its sha256sum is its own name"
 digest=$("$ferry" -C "$desktop" show samplelist.json | jq -r '.items[0].image.digest' | sed 's/sha256-//')

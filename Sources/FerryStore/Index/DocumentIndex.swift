@@ -19,8 +19,11 @@ public struct DocumentIndex: Sendable {
     public private(set) var lastSeq: Int = 0
     /// Number of log entries applied.
     public private(set) var revisionCount: Int = 0
-    /// Every revision recorded, in log order (what replication sends, from a sequence on).
+    /// Every revision recorded, in sequence order (what replication sends, from a sequence on);
+    /// built when replication first asks (`buildFeed`), then kept up as entries are applied,
+    /// so that opening a folder for `status` or `log` does not pay for it.
     public private(set) var feed: [FeedEntry] = []
+    private var feedIsBuilt = false
     /// False once a damaged log put a sequence out of order: the feed is then searched whole.
     private var feedIsSorted = true
 
@@ -35,7 +38,21 @@ public struct DocumentIndex: Sendable {
         if e.seq <= lastSeq { feedIsSorted = false }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
-        feed.append(FeedEntry(seq: e.seq, doc: e.doc, rev: e.rev))
+        if feedIsBuilt { feed.append(FeedEntry(seq: e.seq, doc: e.doc, rev: e.rev)) }
+    }
+
+    /// Builds the change feed from the trees (every revision with a log line), once.
+    public mutating func buildFeed() {
+        guard !feedIsBuilt else { return }
+        feed.reserveCapacity(revisionCount)
+        for (doc, tree) in trees {
+            for rev in tree.nodes.keys {
+                if let seq = tree.nodes[rev]?.seq, seq != 0 { feed.append(FeedEntry(seq: seq, doc: doc, rev: rev)) }
+            }
+        }
+        feed.sort { $0.seq < $1.seq }
+        feedIsSorted = true
+        feedIsBuilt = true
     }
 
     private static func apply(_ e: LogEntry, to tree: inout RevisionTree) {
@@ -59,8 +76,9 @@ public struct DocumentIndex: Sendable {
         trees.filter { $0.value.current.map { !$0.deleted } ?? false }.keys.sorted()
     }
 
-    /// The feed's entries with a sequence above `since`, in log order.
+    /// The feed's entries with a sequence above `since`, in sequence order (`buildFeed` first).
     public func feed(after since: Int) -> ArraySlice<FeedEntry> {
+        precondition(feedIsBuilt, "buildFeed() before reading the feed")
         guard feedIsSorted else { return ArraySlice(feed.filter { $0.seq > since }) }
         var low = 0, high = feed.count
         while low < high {

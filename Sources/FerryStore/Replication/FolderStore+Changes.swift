@@ -26,6 +26,7 @@ extension FolderStore {
     /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
     /// sequence order lists every revision after its ancestors.
     public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil) -> [RecordedRevision] {
+        index.buildFeed()
         var out: [RecordedRevision] = []
         for e in index.feed(after: since) {
             if let docIDs, !docIDs.contains(e.doc) { continue }
