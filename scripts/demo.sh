@@ -53,7 +53,7 @@ say "laptop: sed -i changes Apples 20 -> 25"
 sed -i '0,/"value": 20/s//"value": 25/' "$laptop/samplelist.json"
 until_true "jq -e '.items[0].value == 25' '$desktop/samplelist.json'"
 
-say "desktop: vim (its default settings) renames the list; vim saves by renaming the file to samplelist.json~ first"
+say "desktop: vim (its default settings) retitles the list \"Inventory\" -> \"Kitchen inventory\"; vim saves by renaming the file to samplelist.json~ first"
 vim -u DEFAULTS -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq "$desktop/samplelist.json"
 until_true "grep -q 'Kitchen inventory' '$laptop/samplelist.json'"
 echo "   recorded on desktop as one edit, no deletion:"
