@@ -102,6 +102,7 @@ public struct ConnectionStateMachine: Sendable {
                     }
                     return fail(ProtocolError(.unsupportedVersion, "peer answered hello with no version this side speaks"))
                 }
+                if let why = PeerID.problem(peer) { return fail(ProtocolError(.malformed, "the peer's hello: \(why)")) }
                 state = .open(version: version)
                 remotePeer = peer
                 agreedFeatures = agreed.filter(features.contains)
@@ -147,6 +148,10 @@ public struct ConnectionStateMachine: Sendable {
             let message = "no common protocol version (peer offers \(versions), this side speaks \(ProtocolVersion.supported))"
             return .close(code: 1002, reason: message, after: .response(to: number, .error(status: 400, message: message)))
         }
+        if let why = PeerID.problem(peer) {
+            state = .closed
+            return .close(code: 1002, reason: why, after: .response(to: number, .error(status: 400, message: why)))
+        }
         state = .open(version: version)
         let agreed = theirs.filter(features.contains)
         remotePeer = peer
@@ -161,6 +166,23 @@ public struct ConnectionStateMachine: Sendable {
 
     private func frameNumber(_ frame: Frame) -> Int? {
         if case let .request(number, _, _) = frame { return number }
+        return nil
+    }
+}
+
+/// The id a peer gives in `hello`: it names the peer in `origin` and in logs, so it is short
+/// and plain, and it can never be `local` (this folder's own revisions).
+public enum PeerID {
+    /// Longest id accepted (a folder id is a 36-character UUID).
+    public static let maxLength = 64
+
+    /// Why `id` cannot name a peer, or nil.
+    public static func problem(_ id: String) -> String? {
+        guard !id.isEmpty, id.utf8.count <= maxLength else { return "a peer id has 1 to \(maxLength) characters" }
+        guard id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || "-_.".utf8.contains($0) }) else {
+            return "a peer id has only letters, digits, '-', '_' and '.'"
+        }
+        guard id != "local" else { return "a peer cannot call itself \"local\"" }
         return nil
     }
 }

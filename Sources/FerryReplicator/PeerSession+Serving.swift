@@ -119,7 +119,7 @@ extension PeerSession {
     /// together), then says "caught up" (an empty `changes`). Continuous: then waits for the
     /// log to grow and goes on, until the connection closes or the task is cancelled.
     /// `caughtUp` gets the sequence everything up to which the peer now has.
-    /// Revisions that came from the peer itself are not announced back (echo cancellation).
+    /// Revisions this connection delivered are not announced back (echo cancellation).
     func streamChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?,
                        caughtUp: (Int) async throws -> Void) async throws {
         var cursor = since
@@ -130,7 +130,6 @@ extension PeerSession {
             let (pending, scannedThrough) = await shared.perform { store in
                 (store.changes(since: from, docIDs: docIDs), store.index.lastSeq)
             }
-            let peer = machine.remotePeer
             var start = 0
             // Two batches in flight: the next batch is announced as soon as this one's
             // revisions are on the wire, so the peer's store never waits for the announcement
@@ -139,7 +138,7 @@ extension PeerSession {
             while start < pending.count {
                 let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
                 start += batch.count
-                let toAnnounce = batch.filter { $0.origin != peer }
+                let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
                 if !toAnnounce.isEmpty {
                     update { $0.pushCaughtUp = false }
                     let sent = try await announceAndSend(Array(toAnnounce))
@@ -331,7 +330,8 @@ extension PeerSession {
     /// here) straight into the inbox, without a task; the drain answers it. False for any
     /// other request, which is served by a task of its own.
     func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
-        guard case let .rev(doc, rev, history, _, body, merged) = request, !readOnly, !closed, arrivalOrder.isClear(doc) else { return false }
+        guard case let .rev(doc, rev, history, _, body, merged) = request, !readOnly, !closed, arrivalOrder.isClear(doc),
+              FolderStore.nameRefusal(doc) == nil else { return false }
         switch body {
         case .deleted:
             break
@@ -381,6 +381,7 @@ extension PeerSession {
         switch result {
         case .success:
             update { $0.revisionsReceived += 1 }
+            receivedHere.insert(doc, rev)
         case .failure(let error):
             update { $0.revisionsFailed += 1 }
             logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
@@ -423,6 +424,8 @@ extension PeerSession {
     /// canonical bytes, computed to check it), the blobs it names fetched.
     private func prepareBody(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
                              merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?), ReceiveFailure> {
+        // A name no folder records is refused before anything of it is fetched.
+        if let why = FolderStore.nameRefusal(doc) { return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): \(why)")) }
         var body = body
         var canonical: [UInt8]?
         if case let .delta(base, delta) = body {

@@ -87,6 +87,9 @@ public actor PeerSession {
     var inboxSignal: AsyncStream<Void>.Continuation?
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
+    /// Revisions this connection delivered, not announced back to it (echo cancellation bound
+    /// to the connection, not to the peer id it claims, which any peer could claim).
+    var receivedHere = ReceivedHere()
     var closed = false
     /// Why this side closed the connection (a protocol violation or a refused hello).
     var localCloseReason: String?
@@ -317,4 +320,28 @@ enum AfterStoring {
     /// Nobody waits: the drain answers the peer's request itself. Most revisions go this way,
     /// so that 1,000 revisions in flight are 1,000 inbox entries, not 1,000 suspended tasks.
     case answer(number: Int, noReply: Bool)
+}
+
+/// The revisions a connection delivered, so that they are not announced back to it; bounded
+/// (when full it starts over: an echo then costs one `changes` entry the peer answers "have").
+struct ReceivedHere {
+    private var keys: Set<Key> = []
+    /// Most revisions remembered.
+    static let capacity = 65_536
+
+    private struct Key: Hashable {
+        let doc: DocumentID
+        let rev: RevisionID
+    }
+
+    /// Notes that the peer delivered `rev` of `doc`.
+    mutating func insert(_ doc: DocumentID, _ rev: RevisionID) {
+        if keys.count >= Self.capacity { keys.removeAll(keepingCapacity: true) }
+        keys.insert(Key(doc: doc, rev: rev))
+    }
+
+    /// True (once) when the peer delivered `rev` of `doc`.
+    mutating func take(_ doc: DocumentID, _ rev: RevisionID) -> Bool {
+        keys.remove(Key(doc: doc, rev: rev)) != nil
+    }
 }

@@ -26,6 +26,13 @@ public final class Indexer {
     /// Handles one report; returns the entries recorded.
     @discardableResult
     public func handle(_ output: WatchOutput) throws -> [LogEntry] {
+        var recorded = try record(output)
+        // Something moved: a document held back by what was in its way may fit now.
+        if !store.heldBack.isEmpty { recorded += try store.retryHeldBack() }
+        return recorded
+    }
+
+    private func record(_ output: WatchOutput) throws -> [LogEntry] {
         switch output {
         case .settled(let paths):
             var recorded: [LogEntry] = []

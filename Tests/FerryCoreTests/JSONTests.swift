@@ -125,4 +125,25 @@ import FerryTesting
     @Test func stringsCompareByBytesNotCanonicalEquivalence() throws {
         #expect(JSONValue.string("\u{E9}") != JSONValue.string("e\u{301}"))
     }
+
+    /// A huge exponent on a long integer stays a short number: writing it out in full would
+    /// be a gigabyte from 35 bytes (issue 17).
+    @Test func aLongIntegerWithAHugeExponentStaysShort() throws {
+        let bomb = try JSONParser.parse(Array(#"{"x":123456789012345678e100000000}"#.utf8))
+        #expect(bomb.canonicalString == #"{"x":1.23456789012345678e+100000017}"#)
+        #expect(try JSONParser.parse(bomb.canonicalBytes) == bomb)
+        // Long integers with few zeros are still written out as the ids they are.
+        #expect(try JSONParser.parse(Array("[123456789012345678901234567890, 1234567890123456789e21]".utf8)).canonicalString
+                == "[123456789012345678901234567890,1234567890123456789000000000000000000000]")
+    }
+
+    /// `prettySize` counts exactly what `prettyBytes` writes, and stops past its limit.
+    @Test func prettySizeIsThePrettyPrintedLength() throws {
+        let value = try JSONParser.parse(Array(#"{"a": [1, {"b": [], "c": {}}, [[2, 3]]], "d": "e", "f": {"g": null}}"#.utf8))
+        #expect(value.prettySize(canonicalCount: value.canonicalBytes.count, limit: .max) == value.prettyBytes.count)
+        var deep = JSONValue.array([1, 2])
+        for _ in 0..<300 { deep = .array([deep, 3]) }
+        #expect(deep.prettySize(canonicalCount: deep.canonicalBytes.count, limit: .max) == deep.prettyBytes.count)
+        #expect(deep.prettySize(canonicalCount: 10, limit: 1000) > 1000)
+    }
 }

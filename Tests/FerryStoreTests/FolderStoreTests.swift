@@ -83,6 +83,38 @@ import FerryTesting
     }
 }
 
+/// Issue 17: what the log accepted it reads back, and a sequence is never used twice.
+@Suite struct LogBoundaryTests {
+    @Test func aSequenceInADamagedLineIsNeverUsedAgain() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        try f.store.recordLocalJSON(doc, ["a": 1])
+        // A line that cannot be read back (a generation 2 without a parent), numbered 7.
+        let damaged = #"{"seq":7,"doc":"a.json","rev":"2-ab","parent":null,"deleted":true,"kind":"json","size":0,"origin":"x","time":""}"#
+        try FileSystem.writeAll(try FileSystem.open(f.root + "/.ferry/revs.log", O_WRONLY | O_APPEND), Array((damaged + "\n").utf8),
+                                path: "revs.log")
+        f.store = try FolderStore.open(at: f.root, writable: false)
+        #expect(f.store.damagedLogLines.count == 1)
+        f.store = try FolderStore.open(at: f.root, writable: true)
+        let entry = try #require(try f.store.recordLocalJSON(doc, ["a": 2]))
+        #expect(entry.seq == 8)
+    }
+
+    @Test func aLinePeersCouldOnceGetAcknowledgedIsRefusedByTheSameRule() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        let bytes = JSONValue.object(["a": 1]).canonicalBytes
+        let object = try f.store.objects.write(bytes)
+        let orphan = IncomingRevision(doc: doc, rev: try RevisionID("3-ab"), history: [], deleted: false, object: object,
+                                      size: bytes.count, origin: "peer")
+        #expect(throws: StoreError.self) { try f.store.applyRemote(orphan) }
+        let posing = IncomingRevision(doc: doc, rev: try RevisionID("1-ab"), history: [], deleted: false, object: object,
+                                      size: bytes.count, origin: "local")
+        #expect(throws: StoreError.self) { try f.store.applyRemote(posing) }
+        #expect(try f.store.readLogEntries().isEmpty)
+    }
+}
+
 @Suite struct RemoteRevisionTests {
     @Test func aRemoteRevisionIsWrittenAtomicallyAndPrettyPrinted() throws {
         let f = try TestFolder()

@@ -81,7 +81,7 @@ import FerryTesting
         let dir = TemporaryDirectory()
         let path = dir.path + "/statcache"
         var cache = StatCache()
-        let names = ["plain.json", "sub dir/quote\"and\\backslash.json", "café/naïve.json", "tab\there.json"]
+        let names = ["plain.json", "sub dir/quote\"and\\backslash.json", "café/naïve.json", "line\u{2028}separator.json"]
         for (i, name) in names.enumerated() {
             // Inodes up to 2^64 - 1 (64-bit filesystems), times before 1970.
             let fingerprint = FileFingerprint(inode: i == 1 ? UInt64.max - 7 : UInt64(100 + i), size: 10 * i,

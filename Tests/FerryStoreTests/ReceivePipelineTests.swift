@@ -94,11 +94,14 @@ import FerryTesting
         bad.incoming.history = [good.incoming.rev]
         let refused = await shared.applyRemote([bad])[0]
         #expect(throws: StoreError.self) { try refused.get() }
-        // Its document's parent is a file: the worker cannot write it; refused, nothing left.
+        // Its document's parent is a file: kept in the log, held back from the disk (the file
+        // untouched), nothing left behind.
         try Data("not a directory".utf8).write(to: URL(fileURLWithPath: root + "/blocked"))
         let blocked = remote(try DocumentID("blocked/b.json"), .object(["v": .int(3)]), shared)
         let outcome = await shared.applyRemote([blocked])[0]
-        #expect(throws: StoreError.self) { try outcome.get() }
+        #expect((try? outcome.get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[blocked.incoming.doc] } == "blocked is a file here, not a directory")
+        #expect(FileManager.default.contents(atPath: root + "/blocked") == Data("not a directory".utf8))
         // A body prepared for a connection that closed before storing it.
         let dropped = remote(try DocumentID("c.json"), .object(["v": .int(4)]), shared)
         shared.discard(dropped.jsonBody!)

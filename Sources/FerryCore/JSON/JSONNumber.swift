@@ -107,7 +107,8 @@ public struct JSONNumber: Sendable, Hashable {
     public var doubleValue: Double { Double(String(decoding: canonicalBytes, as: UTF8.self)) ?? .nan }
 
     /// The canonical text: ECMAScript `Number.prototype.toString` layout (RFC 8785) applied to
-    /// the digits; integers of more than 17 digits are written out in full.
+    /// the digits; integers of more than 17 digits are written out in full
+    /// (unless that needs more than 21 trailing zeros).
     public var canonicalBytes: [UInt8] {
         if isZero { return [UInt8(ascii: "0")] }
         var out: [UInt8] = []
@@ -116,9 +117,11 @@ public struct JSONNumber: Sendable, Hashable {
         let k = digits.count
         let n = exponent
         let zero = UInt8(ascii: "0")
-        if k <= n && (n <= 21 || k > 17) {
+        if k <= n && (n <= 21 || (k > 17 && n - k <= 21)) {
             // Integers longer than a double's 17 digits are written out in full: their digits
-            // are exact (not a double's), and a long id should read as the id it is.
+            // are exact (not a double's), and a long id should read as the id it is. Not when
+            // that takes more than 21 zeros: `1234567890123456789e999999999` would be a
+            // gigabyte (docs/security.md).
             out += digits
             out += repeatElement(zero, count: n - k)
         } else if 0 < n && n <= 21 {

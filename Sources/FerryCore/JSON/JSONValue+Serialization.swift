@@ -19,6 +19,31 @@ extension JSONValue {
         out.append(0x0A)
         return out
     }
+
+    /// The length of `prettyBytes`, given the canonical length, counted without writing them
+    /// (indentation, newlines, the space after each colon); stops counting past `limit` and
+    /// returns a number above it. Indentation grows with depth, so a deep body pretty-prints
+    /// to many times its canonical size: a receiver checks this before writing the file.
+    public func prettySize(canonicalCount: Int, limit: Int) -> Int {
+        var total = canonicalCount + 1  // the trailing newline
+        func walk(_ v: JSONValue, _ indent: Int) -> Bool {
+            switch v {
+            case .array(let elements) where !elements.isEmpty:
+                total += elements.count * (1 + 2 * (indent + 1)) + 1 + 2 * indent
+                if total > limit { return false }
+                for e in elements where !walk(e, indent + 1) { return false }
+            case .object(let members) where !members.isEmpty:
+                total += members.count * (2 + 2 * (indent + 1)) + 1 + 2 * indent
+                if total > limit { return false }
+                for m in members.values where !walk(m, indent + 1) { return false }
+            default:
+                break
+            }
+            return true
+        }
+        _ = walk(self, 0)
+        return total
+    }
 }
 
 /// Serialization of `JSONValue` into byte buffers.

@@ -27,12 +27,13 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// Validates `rawValue`; throws when it is empty, absolute, has `.`/`..`/empty components,
-    /// a NUL byte, lies under `.ferry/`, is too long, or is not NFC.
+    /// a NUL byte or another control character, lies under `.ferry/`, is too long, or is not NFC.
     public init(_ rawValue: String) throws(InvalidError) {
         func fail(_ reason: String) -> InvalidError { InvalidError(text: rawValue, reason: reason) }
         if rawValue.isEmpty { throw fail("empty") }
         if rawValue.utf8.count > Self.maxBytes { throw fail("longer than \(Self.maxBytes) bytes") }
         if rawValue.utf8.contains(0) { throw fail("contains a NUL byte") }
+        if rawValue.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw fail("contains a control character") }
         if rawValue.utf8.first == UInt8(ascii: "/") { throw fail("absolute path") }
         var first = true
         for component in rawValue.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {

@@ -19,8 +19,10 @@ public struct LogEntry: Sendable, Equatable {
     public var object: BlobDigest?
     /// The body's size in bytes (0 for a deletion).
     public var size: Int
-    /// `"local"` or the id of the peer it came from.
+    /// `"local"` (`localOrigin`) or the id of the peer it came from.
     public var origin: String
+    /// The origin of revisions made in this folder.
+    public static let localOrigin = "local"
     /// When it was recorded here, RFC 3339 UTC.
     public var time: String
     /// Older ancestors (grandparent first) this folder did not know before, carried with a
@@ -73,6 +75,33 @@ public struct ConflictRecord: Sendable, Equatable, Hashable {
         case merged
         /// The winner's body stands unchanged (file documents, a deletion, or nothing to merge).
         case winner
+    }
+}
+
+extension LogEntry {
+    /// Why a revision with these parts cannot be a line of the log, or nil. The one rule
+    /// every revision meets, whoever made it: the log reader applies it to every line, and a
+    /// peer's revision is refused with it before it is acknowledged, so that what was
+    /// accepted is readable for ever.
+    public static func shapeProblem(rev: RevisionID, parent: RevisionID?, merged: RevisionID?, ancestors: [RevisionID],
+                                    deleted: Bool, hasObject: Bool) -> String? {
+        if rev.generation != (parent?.generation ?? 0) + 1 {
+            return parent == nil ? "a revision of generation \(rev.generation) needs its parent" : "generation does not follow its parent"
+        }
+        if let merged, merged.generation >= rev.generation || parent == nil { return "a merged revision must be older than the merge" }
+        var expected = (parent?.generation ?? 0) - 1
+        for ancestor in ancestors {
+            if ancestor.generation != expected { return "its ancestors do not descend one generation at a time" }
+            expected -= 1
+        }
+        if deleted && hasObject { return "a deletion carries no body" }
+        if !deleted && !hasObject { return "a live revision needs an object" }
+        return nil
+    }
+
+    /// This entry's `shapeProblem`.
+    public var shapeProblem: String? {
+        Self.shapeProblem(rev: rev, parent: parent, merged: merged, ancestors: ancestors, deleted: deleted, hasObject: object != nil || compacted)
     }
 }
 
@@ -216,14 +245,15 @@ extension LogEntry {
             throw fail("\(error)")
         }
         self.compacted = f.compacted
-        if !deleted && object == nil && !compacted { throw fail("a live revision needs an object") }
         self.seq = seq
         self.deleted = deleted
         self.kind = kind
         self.size = f.size ?? 0
         self.origin = f.origin ?? "local"
         self.time = f.time ?? ""
-        if rev.generation != (parent?.generation ?? 0) + 1 { throw fail("generation does not follow its parent") }
-        if let merged, merged.generation >= rev.generation || parent == nil { throw fail("a merged revision must be older than the merge") }
+        if let why = LogEntry.shapeProblem(rev: rev, parent: parent, merged: merged, ancestors: ancestors, deleted: deleted,
+                                           hasObject: object != nil || compacted) {
+            throw fail(why)
+        }
     }
 }

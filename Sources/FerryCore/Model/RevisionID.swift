@@ -31,6 +31,10 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         self.packed = packed
     }
 
+    /// The highest generation a peer's revision may have: far below what an id can hold
+    /// (2^40 − 1), so that local edits and merges on top of it always make ids ferry reads back.
+    public static let maxReceivedGeneration = 1 << 32
+
     /// An id from its parts.
     init(generation: Int, packed: PackedHex) {
         self.generation = generation

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where everything lives in a ferry folder.
 public struct FolderLayout: Sendable {
     /// The synced folder.
@@ -29,4 +33,27 @@ public struct FolderLayout: Sendable {
 
     /// The absolute path of a document's file.
     public func path(of doc: String) -> String { root + "/" + doc }
+
+    /// Why a document's file cannot be read or written at its path, or nil: one of the
+    /// directories above it (inside the folder) is a symbolic link, which ferry never follows
+    /// (it could lead outside the folder), or is not a directory (a file of that name is
+    /// here). Directories that do not exist yet are no problem: ferry makes them. Checked
+    /// with `lstat` right before each read or write of a document's file (docs/security.md).
+    public func placementProblem(of doc: String) -> String? {
+        var path = root
+        var relative = ""
+        let parts = doc.split(separator: "/", omittingEmptySubsequences: false)
+        for part in parts.dropLast() {
+            path += "/" + part
+            relative += relative.isEmpty ? String(part) : "/" + part
+            var st = stat()
+            guard lstat(path, &st) == 0 else { return nil }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: continue
+            case S_IFLNK: return "\(relative) is a symbolic link, which ferry does not follow"
+            default: return "\(relative) is a file here, not a directory"
+            }
+        }
+        return nil
+    }
 }

@@ -43,6 +43,8 @@ public struct DiskState: Sendable {
     public var unreadable: [(doc: DocumentID, reason: String)] = []
     /// Paths that are not synced.
     public var skipped: [FolderScanner.Skipped]
+    /// Live documents that cannot be put at their path here, with why (`FolderStore.heldBack`).
+    public var heldBack: [(doc: DocumentID, reason: String)] = []
 }
 
 /// What `compact` removed.
@@ -110,7 +112,13 @@ extension FolderStore {
             case nil: break
             }
         }
-        for doc in index.liveDocuments where !onDisk.contains(doc) { state.pending.append((doc, .deleted)) }
+        for doc in index.liveDocuments where !onDisk.contains(doc) {
+            if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
+                state.heldBack.append((doc, why))
+            } else {
+                state.pending.append((doc, .deleted))
+            }
+        }
         state.pending.sort { $0.doc < $1.doc }
         return state
     }
@@ -136,8 +144,11 @@ extension FolderStore {
         for e in entries {
             guard let object = e.object else { continue }
             needed.insert(object)
-            if e.kind == .json, let value = try? JSONParser.parse(try objects.read(object)) {
-                for ref in (try? value.blobReferences()) ?? [] { needed.insert(ref.digest) }
+            // A kept body that cannot be read stops the compaction: the blobs it references
+            // would otherwise look unneeded and be removed.
+            if e.kind == .json {
+                let value = try JSONParser.parse(try objects.read(object))
+                for ref in try value.blobReferences() { needed.insert(ref.digest) }
             }
         }
         try log.rewrite(entries)

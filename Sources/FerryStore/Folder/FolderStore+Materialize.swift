@@ -14,6 +14,8 @@ public enum MaterializeOutcome: Sendable, Equatable {
     /// Left alone: the file changed since it was last recorded, or it does not parse; the
     /// user's bytes win until they are recorded.
     case keptLocalEdit
+    /// Not written: the document cannot be put at its path here (`FolderStore.heldBack`).
+    case heldBack(String)
 }
 
 extension FolderStore {
@@ -95,6 +97,12 @@ extension FolderStore {
                      preparedFile: (object: BlobDigest, temp: String)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
+        if let why = placementProblem(doc, path: path) {
+            if heldBack[doc] != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
+            heldBack[doc] = why
+            return .heldBack(why)
+        }
+        heldBack[doc] = nil
         if !(lookedJustNow && expecting == nil) {
             guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         }
@@ -238,8 +246,39 @@ extension FolderStore {
         try FileSystem.copyAll(from: input, to: out, path: path)
     }
 
+    /// Why `doc`'s current revision cannot be written at `path`: a directory above it is a
+    /// symbolic link or a file (`FolderLayout.placementProblem`), or, for a live revision,
+    /// something that is not a regular file holds its name. Nil when it can.
+    func placementProblem(_ doc: DocumentID, path: String) -> String? {
+        if let why = layout.placementProblem(of: doc.rawValue) { return why }
+        guard let current = current(doc), !current.deleted, let st = try? FileSystem.lstat(path) else { return nil }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return "a directory named \(doc) is here"
+        case S_IFLNK: return "a symbolic link named \(doc) is here"
+        default: return "something that is not a file is named \(doc) here"
+        }
+    }
+
+    /// Tries again every held-back document whose way is clear now (the user moved the link
+    /// or the file aside): a file the user put there meanwhile is recorded, otherwise the
+    /// current revision is written. Returns the entries recorded.
+    public func retryHeldBack() throws(StoreError) -> [LogEntry] {
+        var recorded: [LogEntry] = []
+        for doc in heldBack.keys.sorted() where placementProblem(doc, path: layout.path(of: doc.rawValue)) == nil {
+            heldBack[doc] = nil
+            if FileSystem.exists(layout.path(of: doc.rawValue)) {
+                if case .recorded(let e) = try ingest(doc) { recorded.append(e) }
+            } else {
+                _ = try materialize(doc, expecting: nil)
+            }
+        }
+        return recorded
+    }
+
     /// Removes the directories a deletion left empty, up to (not including) the folder.
     func removeEmptyDirectories(above doc: DocumentID) {
+        guard layout.placementProblem(of: doc.rawValue) == nil else { return }
         var rel = FileSystem.dirname(of: doc.rawValue)
         while !rel.isEmpty {
             if rmdir(layout.path(of: rel)) != 0 { break }

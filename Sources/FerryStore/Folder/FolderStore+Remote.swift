@@ -77,20 +77,18 @@ extension FolderStore {
 
     private func validate(_ r: IncomingRevision, parsedBody: JSONValue?, bodyChecked: Bool) throws(StoreError) {
         func reject(_ why: String) -> StoreError { Self.rejection(r, why) }
-        var expected = r.rev.generation - 1
-        for h in r.history {
-            if h.generation != expected { throw reject("its history does not descend one generation at a time") }
-            expected -= 1
+        // The log reader's own rule: what is acknowledged is readable for ever.
+        if let why = LogEntry.shapeProblem(rev: r.rev, parent: r.history.first, merged: r.merged, ancestors: Array(r.history.dropFirst()),
+                                           deleted: r.deleted, hasObject: r.object != nil) {
+            throw reject(why)
         }
-        if r.history.isEmpty && r.rev.generation != 1 && index[r.doc]?.contains(r.rev) != true {
-            // A revision whose ancestry is unknown is still kept, as a root of its own branch.
-            logger.debug("revision arrived without history", metadata: ["doc": "\(r.doc)", "rev": "\(r.rev)"])
+        if r.rev.generation > RevisionID.maxReceivedGeneration {
+            throw reject("generation \(r.rev.generation) is beyond the \(RevisionID.maxReceivedGeneration) a peer may send")
         }
-        if let merged = r.merged, merged.generation >= r.rev.generation { throw reject("the revision it merged is not older than it") }
-        if r.deleted {
-            if r.object != nil { throw reject("a deletion carries no body") }
-            return
-        }
+        if r.origin == LogEntry.localOrigin { throw reject("a peer cannot pose as this folder") }
+        if let why = Self.nameRefusal(r.doc) { throw reject(why) }
+        if let why = idMismatch(r) { throw reject(why) }
+        if r.deleted { return }
         guard let object = r.object else { throw reject("a live revision needs a body") }
         if bodyChecked { return }
         // A parsed body was written just now by the caller, from that very value.
@@ -105,16 +103,56 @@ extension FolderStore {
                 guard parsed.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
                 value = parsed
             }
-            if let why = Self.jsonBodyRefusal(value, isStored: objects.contains) { throw reject(why) }
+            if let why = Self.jsonBodyRefusal(value, canonicalCount: r.size, isStored: objects.contains) { throw reject(why) }
         }
     }
 
-    /// Why `value` cannot be the body of a `.json` document, or nil: it must be a JSON object,
-    /// and every blob it references must already be stored (`isStored`).
-    static func jsonBodyRefusal(_ value: JSONValue, isStored: (BlobDigest) -> Bool) -> String? {
+    /// Why `value` cannot be the body of a `.json` document, or nil: it must be a JSON object
+    /// whose file (pretty-printed) ferry can read back (`jsonSizeRefusal`), and every blob it
+    /// references must already be stored (`isStored`).
+    static func jsonBodyRefusal(_ value: JSONValue, canonicalCount: Int, isStored: (BlobDigest) -> Bool) -> String? {
         guard case .object = value else { return "the body of a .json document must be a JSON object" }
+        if let why = jsonSizeRefusal(value, canonicalCount: canonicalCount) { return why }
         for ref in (try? value.blobReferences()) ?? [] where !isStored(ref.digest) {
             return "it references blob \(ref.digest), which has not arrived"
+        }
+        return nil
+    }
+
+    /// Why a ferry-made revision id (32 hex digits) does not belong to what came with it, or
+    /// nil: a live revision's id is the hash of its parent, body and merged branch, a deletion's
+    /// that of its parent (or, closing a merged branch, of the merge this folder holds). A peer
+    /// that sends one id with two bodies to two folders is refused by both instead of leaving
+    /// them apart for ever. Ids of other implementations (issue 11) are not checked here.
+    func idMismatch(_ r: IncomingRevision) -> String? {
+        guard r.rev.digest.utf8.count == 32 else { return nil }
+        let parent = r.history.first
+        if r.deleted {
+            if RevisionID.compute(parent: parent, deleted: true, body: nil) == r.rev { return nil }
+            if let parent, index[r.doc]?.isClosing(r.rev, of: parent) == true { return nil }
+            return "its id is not that of a deletion of \(parent?.description ?? "nothing")"
+        }
+        guard let object = r.object, RevisionID.compute(parent: parent, deleted: false, body: object, merged: r.merged) == r.rev else {
+            return "its id does not match its parent and body (an id is their hash)"
+        }
+        return nil
+    }
+
+    /// Why no peer may send a document of this name, or nil: local configuration
+    /// (`.ferryignore`), ferry's temp files and editor droppings are never recorded by any
+    /// folder (`IgnoreRules.builtIn`), so they are never taken from a peer either.
+    public static func nameRefusal(_ doc: DocumentID) -> String? {
+        IgnoreRules.builtInOnly.isIgnored(doc.rawValue, isDirectory: false)
+            ? "ferry never syncs this name (a built-in ignore rule: docs/security.md)" : nil
+    }
+
+    /// Why a JSON body is too large to be a document, or nil: its file, pretty-printed as
+    /// ferry writes it, must stay within `maxJSONDocumentBytes`, the most ferry reads back
+    /// (indentation grows with depth, so this is checked before anything is written).
+    static func jsonSizeRefusal(_ value: JSONValue, canonicalCount: Int) -> String? {
+        let limit = maxJSONDocumentBytes
+        guard canonicalCount <= limit, value.prettySize(canonicalCount: canonicalCount, limit: limit) <= limit else {
+            return "its file would be larger than \(limit >> 20) MiB; JSON documents must be smaller"
         }
         return nil
     }

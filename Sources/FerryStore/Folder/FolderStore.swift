@@ -26,12 +26,19 @@ public final class FolderStore {
     public let damagedLogLines: [(line: Int, reason: String)]
     /// Bytes of a torn last log line found at open (repaired when opened for writing).
     public let tornLogTailBytes: Int
+    /// The highest sequence of a damaged log line: never used again.
+    let seqFloor: Int
     /// Diagnostics.
     public var logger: Logger
     /// Entries recorded in the current batch, appended to the log when it commits.
     var pendingEntries: [LogEntry] = []
     /// Files whose last read failed to parse, with the error; cleared when they parse again.
     public internal(set) var unreadable: [DocumentID: String] = [:]
+    /// Documents whose current revision cannot be put on disk here, with why: a directory
+    /// above it is a symbolic link or a file, or a directory (or something else that is not a
+    /// file) holds its name. Their revisions are kept; `ferry conflicts` and `ferry status`
+    /// list them; each is tried again whenever the document changes or the folder is scanned.
+    public internal(set) var heldBack: [DocumentID: String] = [:]
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
     /// The revision a document's file holds, for files that do not hold their current
@@ -82,6 +89,7 @@ public final class FolderStore {
         self.index = index
         self.damagedLogLines = read.damagedLines
         self.tornLogTailBytes = read.tornTailBytes
+        self.seqFloor = read.highestDamagedSeq
         for d in read.damagedLines {
             logger.warning("damaged log line skipped", metadata: ["line": "\(d.line)", "reason": "\(d.reason)"])
         }
@@ -230,7 +238,7 @@ public final class FolderStore {
         for e in entries { index.apply(e) }
     }
 
-    var nextSeq: Int { index.lastSeq + 1 }
+    var nextSeq: Int { max(index.lastSeq, seqFloor) + 1 }
 
     /// Records a new local revision of `doc` whose body is already in `objects`, as a child of
     /// the revision its file holds (`fileRevision`; the current one unless a peer's revision

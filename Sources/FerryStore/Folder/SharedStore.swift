@@ -135,10 +135,12 @@ public actor SharedStore {
     /// document it is a body of.
     public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], for doc: DocumentID) -> ReceivedBody {
         let layout = self.layout
-        let document = layout.path(of: doc.rawValue)
+        // No temp file where the document cannot go (a symbolic link or a file above it): the
+        // store holds such a document back (`FolderStore.heldBack`).
+        let document = layout.placementProblem(of: doc.rawValue) == nil ? layout.path(of: doc.rawValue) : nil
         let digest = BlobDigest.of(canonical)
         let stored = { (digest: BlobDigest) in FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) }
-        if let refusal = FolderStore.jsonBodyRefusal(value, isStored: stored) {
+        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, isStored: stored) {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
         }
         var body: ReceivedBody?

@@ -51,7 +51,13 @@ public struct RevisionTree: Sendable {
     /// (`RevisionID.closing`), not a deletion someone made.
     public func closesMergedBranch(_ node: RevisionNode) -> Bool {
         guard node.deleted, let loser = node.parent else { return false }
-        return mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == node.rev }
+        return isClosing(node.rev, of: loser)
+    }
+
+    /// True when `rev` is the id of a deletion closing `loser`'s branch after a merge this
+    /// tree holds took it in (`RevisionID.closing`).
+    public func isClosing(_ rev: RevisionID, of loser: RevisionID) -> Bool {
+        mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == rev }
     }
 
     /// The newest merge in `rev`'s history (itself included) that took in `loser`.

@@ -66,6 +66,12 @@ extension FolderStore {
                                read: inout FileFingerprint?) throws(StoreError) -> IngestOutcome {
         read = nil
         let path = layout.path(of: doc.rawValue)
+        if let why = layout.placementProblem(of: doc.rawValue) {
+            // Never read through a link or past a file: what is there is not this document,
+            // and its absence is not a deletion anyone made.
+            heldBack[doc] = why
+            return .notRegular(why)
+        }
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
             // Only a file that should be there (it held a live revision) can be away for a moment.
@@ -176,7 +182,9 @@ extension FolderStore {
         } catch {
             return .failure(JSONBodyError("invalid blob reference: \(error)"))
         }
-        return .success(value.canonicalBytes)
+        let canonical = value.canonicalBytes
+        if let why = Self.jsonSizeRefusal(value, canonicalCount: canonical.count) { return .failure(JSONBodyError(why)) }
+        return .success(canonical)
     }
 
     /// The digest the file would have as a revision body, without storing anything (for
@@ -187,7 +195,7 @@ extension FolderStore {
 
     /// `digestOnDisk` of the file at `path` read as a body of `doc`.
     func digest(of doc: DocumentID, at path: String) throws(StoreError) -> Result<BlobDigest, JSONBodyError>? {
-        guard let st = try FileSystem.lstat(path), st.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard layout.placementProblem(of: doc.rawValue) == nil, let st = try FileSystem.lstat(path), st.st_mode & S_IFMT == S_IFREG else { return nil }
         switch doc.kind {
         case .json:
             return try readJSONBody(doc, path: path, size: Int(st.st_size)).map { BlobDigest.of($0) }

@@ -58,6 +58,9 @@ public struct IgnoreRules: Sendable {
         ".ferry-tmp-*", "/.ferryignore", "/.ferry/",
     ]
 
+    /// The built-in rules alone: what no folder ever records, so what no peer may send.
+    public static let builtInOnly = IgnoreRules()
+
     /// The built-in rules followed by the lines of a `.ferryignore` text.
     public init(ferryignore: String = "") {
         for line in Self.builtIn { add(line) }

@@ -23,6 +23,9 @@ public final class RevisionLog {
         public var tornTailBytes: Int = 0
         /// Byte length up to the end of the last complete line.
         public var validLength: Int = 0
+        /// The highest `"seq"` found in a damaged line (0: none): new entries number above it,
+        /// so that a sequence is never used twice even when a line cannot be read back.
+        public var highestDamagedSeq: Int = 0
     }
 
     init(path: String) { self.path = path }
@@ -81,6 +84,7 @@ public final class RevisionLog {
                         }
                     } catch {
                         result.damagedLines.append((lineNumber, "\(error)"))
+                        result.highestDamagedSeq = max(result.highestDamagedSeq, seqField(of: line) ?? 0)
                     }
                 }
                 start = end + 1
@@ -88,6 +92,23 @@ public final class RevisionLog {
             }
         }
         return result
+    }
+
+    /// The number after the first `"seq":` of a line, if one is there.
+    static func seqField(of line: UnsafeBufferPointer<UInt8>) -> Int? {
+        let key = Array(#""seq":"#.utf8)
+        guard line.count > key.count else { return nil }
+        for start in 0...(line.count - key.count) where line[start] == key[0] {
+            guard line[start..<(start + key.count)].elementsEqual(key) else { continue }
+            var value = 0, i = start + key.count, digits = 0
+            while i < line.count, digits < 18, (0x30...0x39).contains(line[i]) {
+                value = value * 10 + Int(line[i] - 0x30)
+                i += 1
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+        return nil
     }
 
     /// Opens for appending; cuts off a torn tail first (the only rewrite the log ever gets).

@@ -38,14 +38,15 @@ public final class ReceivedBody: @unchecked Sendable {
     }
 
     /// Writes the files (on the worker): the object's bytes, then the document's
-    /// pretty-printed temp file.
-    func write(canonical: [UInt8], value: JSONValue, document: String, layout: FolderLayout) {
+    /// pretty-printed temp file (none when `document` is nil: it cannot be placed).
+    func write(canonical: [UInt8], value: JSONValue, document: String?, layout: FolderLayout) {
         do {
             // Written even if the object is stored already: renaming over it at commit is
             // harmless (same name, same bytes), and cheaper than a lookup for every body.
             let object = ObjectStore.newTempPath(in: layout.tempDirectory)
             try FileSystem.createFile(object, canonical, mode: 0o444)
             objectTemp = object
+            guard let document else { return }
             let file = FolderScanner.temporaryPath(beside: document)
             try FileSystem.createFile(file, value.prettyBytes)
             documentTemp = file

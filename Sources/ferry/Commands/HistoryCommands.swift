@@ -101,6 +101,9 @@ struct ConflictsCommand: ParsableCommand {
             resolved.append((e.doc, c, mergedRevs[c], e.rev, e.time))
         }
         let open = store.index.trees.filter { $0.value.liveLeaves.count > 1 }.sorted { $0.key < $1.key }
+        // Documents whose revision cannot be put at their path here (a file or a symbolic link
+        // in the way): a conflict between names, kept open until the user moves one aside.
+        let heldBack = try store.diskState().heldBack
         if output.json {
             printJSON([
                 "resolved": .array(resolved.map { r in
@@ -113,16 +116,20 @@ struct ConflictsCommand: ParsableCommand {
                     return .object(o)
                 }),
                 "open": .array(open.map { ["doc": .string($0.key.rawValue), "leaves": .array($0.value.liveLeaves.map { .string($0.rev.description) })] }),
+                "held_back": .array(heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
             ])
             return
         }
-        if resolved.isEmpty && open.isEmpty { print("No conflicts.") }
+        if resolved.isEmpty && open.isEmpty && heldBack.isEmpty { print("No conflicts.") }
         for r in resolved {
             let how = r.merged.map { "merged into \($0)" } ?? "winner's body kept"
             print("\(r.time)\t\(r.doc)\twinner \(r.record.winner)\tloser \(r.record.loser)\t\(how)\tlosing branch closed by \(r.closing)")
         }
         for (doc, tree) in open {
             print("OPEN\t\(doc)\tleaves \(tree.liveLeaves.map(\.rev.description).joined(separator: ", "))")
+        }
+        for h in heldBack {
+            print("HELD BACK\t\(h.doc)\t\(h.reason); its revisions are kept: move the one in the way aside and it is written")
         }
     }
 }

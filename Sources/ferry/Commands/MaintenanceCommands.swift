@@ -92,6 +92,7 @@ struct StatusCommand: ParsableCommand {
                 "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
                 "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
                 "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
+                "held_back": .array(disk.heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
                 "listener": agentState?["listener"] ?? .null,
                 "replications": agentState?["replications"] ?? .array([]),
             ])
@@ -118,5 +119,6 @@ struct StatusCommand: ParsableCommand {
         for p in disk.pending { print("pending:   \(p.change.rawValue) \(p.doc)") }
         for u in disk.unreadable { print("unreadable: \(u.doc): \(u.reason)") }
         for s in disk.skipped { print("not synced: \(s.path): \(s.reason)") }
+        for h in disk.heldBack { print("held back: \(h.doc): \(h.reason)") }
     }
 }

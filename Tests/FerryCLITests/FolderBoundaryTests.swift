@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+import FerryCore
+import FerryStore
+import FerryTesting
+
+/// Issue 17, end to end, as an unprivileged user in its home folder: what a peer has never
+/// reaches outside the folder through a symbolic link, and a file and a directory of the same
+/// name on two peers are both kept, with no deletion anybody made.
+@Suite(.serialized) struct FolderBoundaryTests {
+    /// Every entry of `folder`'s log.
+    static func entries(_ folder: String) throws -> [LogEntry] {
+        try FolderStore.open(at: folder, writable: false).readLogEntries()
+    }
+
+    /// `ferry verify` passes in every folder.
+    static func verified(_ sandbox: UserSandbox, _ folders: [String]) throws -> Bool {
+        try folders.allSatisfy { try sandbox.ferry(["verify"], in: $0).status == 0 }
+    }
+
+    @Test func aPeersDocumentsUnderASymlinkedDirectoryAreHeldBackNotWrittenThroughIt() throws {
+        let sandbox = try UserSandbox()
+        let (a, b, outside) = (sandbox.path("a"), sandbox.path("b"), sandbox.path("outside"))
+        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+        try sandbox.shell(#"mkdir -p shared && printf '{"from": "b"}\n' > shared/x.json && printf '{"only": "b"}\n' > shared/y.json"#, in: b)
+        #expect(try sandbox.shell("mkdir -p outside && printf '{\"secret\": 1}\\n' > outside/x.json && ln -sfn \(outside) a/shared", in: sandbox.root).status == 0)
+        let before = try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout
+        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+        let url = try #require(listener.url)
+        let sync = try sandbox.ferry(["sync", url], in: b)
+        #expect(sync.status == 0, "\(sync.stderr)")
+
+        // Nothing outside the folder changed, b's files are b's, and a's own files under the
+        // link were never read as documents (nothing of `outside` travelled to b).
+        #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+        #expect(FileManager.default.contents(atPath: b + "/shared/x.json") == Data(#"{"from": "b"}"#.utf8 + [0x0A]))
+        #expect(try Self.entries(b).allSatisfy { $0.origin == "local" }, "b received something from a")
+        // a holds both documents' revisions back and says so.
+        #expect(try Set(Self.entries(a).map(\.doc.rawValue)) == ["shared/x.json", "shared/y.json"])
+        let conflicts = try sandbox.ferry(["conflicts"], in: a)
+        #expect(conflicts.stdout.contains("HELD BACK\tshared/x.json\tshared is a symbolic link"), "\(conflicts.stdout)")
+        #expect(try sandbox.ferry(["status"], in: a).stdout.contains("held back: shared/y.json"))
+        #expect(try Self.verified(sandbox, [a, b]))
+
+        // The link goes; the documents come in.
+        #expect(try sandbox.shell("rm shared", in: a).status == 0)
+        #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/y.json") ?? Data()))) == ["only": "b"] })
+        #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/x.json") ?? Data()))) == ["from": "b"] })
+        #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+        #expect(listener.stop() == 0)
+        #expect(try Self.verified(sandbox, [a, b]))
+    }
+
+    @Test func aFileAndADirectoryOfTheSameNameAreBothKeptAndNothingIsDeleted() throws {
+        let sandbox = try UserSandbox()
+        let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+        try sandbox.shell("printf 'a plain file\\n' > clash", in: a)
+        try sandbox.shell(#"mkdir clash && printf '{"inner": 1}\n' > clash/inner.json"#, in: b)
+        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+        let url = try #require(listener.url)
+        for round in 1...2 {
+            let started = Date()
+            let sync = try sandbox.ferry(["sync", url], in: b)
+            #expect(sync.status == 0, "round \(round): \(sync.stderr)")
+            #expect(Date().timeIntervalSince(started) < 30, "round \(round) took \(Date().timeIntervalSince(started)) s")
+        }
+        #expect(FileManager.default.contents(atPath: a + "/clash") == Data("a plain file\n".utf8))
+        #expect(FileManager.default.contents(atPath: b + "/clash/inner.json") == Data(#"{"inner": 1}"#.utf8 + [0x0A]))
+        for folder in [a, b] {
+            let entries = try Self.entries(folder)
+            #expect(entries.filter(\.deleted).isEmpty, "\(folder): a deletion nobody made: \(entries.filter(\.deleted))")
+            #expect(Set(entries.map(\.doc.rawValue)) == ["clash", "clash/inner.json"], "\(folder): \(entries.map(\.doc))")
+            let conflicts = try sandbox.ferry(["conflicts"], in: folder)
+            #expect(conflicts.stdout.contains("HELD BACK"), "\(folder): \(conflicts.stdout)")
+        }
+        #expect(listener.stop() == 0)
+        #expect(try Self.verified(sandbox, [a, b]))
+    }
+}
