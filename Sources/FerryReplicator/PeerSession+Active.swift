@@ -102,7 +102,8 @@ extension PeerSession {
         guard case let .checkpoint(rev, theirs) = try await request(.getCheckpoint(client: client)) else {
             return (nil, Checkpoint(local: 0, remote: 0))
         }
-        let ours = CheckpointStore(layout: shared.layout).get(client)
+        let layout = shared.layout
+        let ours = await shared.perform { _ in CheckpointStore(layout: layout).get(client) }
         return (rev, Checkpoint(local: min(theirs.local, ours?.local ?? 0), remote: min(theirs.remote, ours?.remote ?? 0)))
     }
 
@@ -117,7 +118,9 @@ extension PeerSession {
             if case let .checkpoint(current, _) = try await request(.getCheckpoint(client: client)) { rev = current }
         }
         let local = CheckpointStore(layout: shared.layout)
-        _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: checkpoint.local, remote: checkpoint.remote)
+        await shared.perform { _ in
+            _ = try? local.set(client, expectedRev: local.get(client)?.rev, local: checkpoint.local, remote: checkpoint.remote)
+        }
         return rev
     }
 }

@@ -20,26 +20,29 @@ extension PeerSession {
     func serve(number: Int, noReply: Bool, _ request: Request, ticket: Int? = nil) async {
         switch request {
         case .getCheckpoint(let client):
-            if let c = CheckpointStore(layout: shared.layout).get(client) {
+            let layout = shared.layout
+            if let c = await shared.perform({ _ in CheckpointStore(layout: layout).get(client) }) {
                 await respond(number, .checkpoint(rev: String(c.rev), checkpoint: Checkpoint(local: c.local, remote: c.remote)))
             } else {
                 await respond(number, .error(status: 404, message: "no checkpoint \(client)"))
             }
         case let .setCheckpoint(client, rev, checkpoint):
+            if let why = CheckpointStore.clientRefusal(client) {
+                await respond(number, .error(status: 400, message: why))
+                return
+            }
+            let layout = shared.layout
             do {
-                let saved = try CheckpointStore(layout: shared.layout).set(client, expectedRev: rev.flatMap { Int($0) },
-                                                                           local: checkpoint.local, remote: checkpoint.remote)
+                let saved = try await shared.perform { _ in
+                    try CheckpointStore(layout: layout).set(client, expectedRev: rev.flatMap { Int($0) }, local: checkpoint.local, remote: checkpoint.remote)
+                }
                 await respond(number, .checkpointSaved(rev: String(saved.rev)))
             } catch {
                 await respond(number, .error(status: 409, message: "\(error)"))
             }
         case let .subChanges(since, continuous, docIDs):
             await respond(number, .ok)
-            do {
-                try await streamChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init)) { _ in }
-            } catch {
-                if !closed { logger.warning("sending changes stopped", metadata: ["error": "\(error)"]) }
-            }
+            await serveChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init))
         case .changes(let entries):
             await answerChanges(number: number, noReply: noReply, entries)
         case .proposeChanges(let entries):
@@ -55,11 +58,56 @@ extension PeerSession {
             await sendBlob(digest, offset: offset, length: length, number: number)
         case .norev(let doc, let rev, _, let status, let reason):
             update { $0.revisionsFailed += 1 }
-            logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
+            // A few are worth a line each; a flood of them is counted (`revisionsFailed`), not
+            // logged, so a peer cannot fill the disk through the agent's log.
+            if stats.revisionsFailed <= Self.norevsLogged {
+                logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
+            }
+            if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
         case .hello:
             break  // the state machine handles hello
         }
     }
+
+    /// Sends the peer the changes it subscribed to. When it could not store some (its disk
+    /// was full), a continuous subscription starts again from where the peer last caught up,
+    /// after a pause that doubles up to `changesRetryCeiling`: once the peer has room again,
+    /// everything arrives without a reconnection. A one-shot subscription closes the
+    /// connection instead, and the peer's replicator retries it.
+    func serveChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?) async {
+        var cursor = since
+        var pause = Duration.milliseconds(250)
+        while !closed {
+            do {
+                try await streamChanges(since: cursor, continuous: continuous, docIDs: docIDs) { caughtUp in
+                    cursor = max(cursor, caughtUp)
+                    pause = .milliseconds(250)
+                }
+                return
+            } catch {
+                guard !closed else { return }
+                let transient = ((error as? ClassifiedFailure)?.failureKind ?? .transient) == .transient
+                guard continuous && transient else {
+                    logger.warning("sending changes stopped", metadata: ["error": "\(error)"])
+                    // The peer waits for the end of the pass: tell it there is none, so that
+                    // its replicator retries (or gives up) instead of waiting for ever.
+                    let reason = String("could not send every change: \(error)".prefix(120))
+                    localCloseReason = reason
+                    await transport.close(code: 1011, reason: reason)
+                    return
+                }
+                logger.warning("the peer could not take every change; sending again", metadata: ["error": "\(error)", "in": "\(pause)"])
+                do { try await Task.sleep(for: pause) } catch { return }
+                pause = min(pause * 2, Self.changesRetryCeiling)
+            }
+        }
+    }
+
+    /// Longest pause between two attempts to send changes the peer could not store.
+    static let changesRetryCeiling = Duration.seconds(4)
+
+    /// Most `norev`s logged per session.
+    static let norevsLogged = 10
 
     static let readOnlyMessage = "this listener is read-only: peers may pull, not push"
 

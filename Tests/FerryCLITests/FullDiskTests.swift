@@ -50,6 +50,51 @@ import FerryTesting
     }
 }
 
+extension FullDiskTests {
+    /// Issue 17: the receiver's disk fills during continuous replication; once room is back,
+    /// every document arrives within 10 s, with no reconnection needed and nothing damaged.
+    @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))
+    func continuousReplicationResumesOnceTheDiskHasRoomAgain() throws {
+        let tmp = TemporaryDirectory()
+        let a = tmp.appending("a"), mnt = tmp.appending("small")
+        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+        guard try FerryProcess.shell("mount -t tmpfs -o size=8m ferry-test \(mnt)").status == 0 else {
+            Issue.record("mount failed although running as root")
+            return
+        }
+        defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+        // 300 documents of 4 KB: 2.4 MB on the receiver (each body as an object and a file).
+        let make = try FerryProcess.shell(#"mkdir -p a && cd a && for i in $(seq 1 300); do printf '{"n": %d, "pad": "%s"}\n' $i "$(head -c 2000 /dev/zero | tr '\0' x)$(printf %04d $i)" > doc$i.json; done"#,
+                                          in: tmp.path)
+        #expect(make.status == 0, "\(make.stderr)")
+        #expect(try FerryProcess.ferry(["init", a, "--name", "inv"]).status == 0)
+        let b = mnt + "/b"
+        #expect(try FerryProcess.ferry(["init", b, "--name", "inv"]).status == 0)
+        // Leave about 300 KB free: room for a few dozen documents.
+        let fill = try FerryProcess.shell("free=$(df --output=avail -B1 . | tail -1); dd if=/dev/zero of=filler bs=4096 count=$(( (free - 300000) / 4096 )) 2>/dev/null; df -k .",
+                                          in: mnt)
+        #expect(fill.status == 0, "\(fill.stderr)")
+        let listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"])
+        let url = try #require(listener.url)
+        let receiver = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", url, "--max-attempt-wait", "0.5"])
+        #expect(eventually(20) { receiver.log().contains("No space left") || listener.log().contains("No space left") },
+                "\(receiver.log().suffix(2000))")
+        let arrivedWhileFull = FolderComparison.files(b).count
+        #expect(arrivedWhileFull < 300)
+        _ = try FerryProcess.shell("rm -f filler", in: mnt)
+        let roomAgain = Date()
+        #expect(eventually(10) { FolderComparison.differences(a, b).isEmpty },
+                "\(FolderComparison.differences(a, b).prefix(5)) after \(Date().timeIntervalSince(roomAgain)) s; \(receiver.log().suffix(1500))")
+        let took = Date().timeIntervalSince(roomAgain)
+        receiver.stop()
+        listener.stop()
+        #expect(took < 10)
+        let verify = try FerryProcess.ferry(["verify"], in: b)
+        #expect(verify.status == 0, "\(verify.stdout)")
+        #expect(try FileSystemCheck.emptyTemp(b))
+    }
+}
+
 enum FileSystemCheck {
     /// True when `.ferry/tmp` holds no leftovers.
     static func emptyTemp(_ dir: String) throws -> Bool {

@@ -115,6 +115,22 @@ import FerryTesting
     }
 }
 
+@Suite struct CheckpointBoundTests {
+    /// Peers inventing client ids cannot fill the disk: the least recently saved go.
+    @Test func checkpointsAreCappedAndClientIdsBounded() throws {
+        let f = try TestFolder()
+        let checkpoints = CheckpointStore(layout: f.store.layout, capacity: 5)
+        for i in 0..<12 { try checkpoints.set("client-\(i)", expectedRev: nil, local: i, remote: i) }
+        #expect(try FileSystem.listDirectory(checkpoints.directory).count == 5)
+        #expect(checkpoints.get("client-11")?.local == 11)
+        #expect(checkpoints.get("client-0") == nil)
+        // Saving an existing one makes no room.
+        try checkpoints.set("client-11", expectedRev: 1, local: 20, remote: 20)
+        #expect(try FileSystem.listDirectory(checkpoints.directory).count == 5)
+        #expect(throws: StoreError.self) { try checkpoints.set(String(repeating: "x", count: 121), expectedRev: nil, local: 0, remote: 0) }
+    }
+}
+
 @Suite struct RemoteRevisionTests {
     @Test func aRemoteRevisionIsWrittenAtomicallyAndPrettyPrinted() throws {
         let f = try TestFolder()
