@@ -43,7 +43,9 @@ public final class FolderWatcher: @unchecked Sendable {
     private var thread: Thread?
     private var continuation: AsyncStream<WatchOutput>.Continuation?
 
-    static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY
+    /// `IN_ATTRIB` too: a file made readable again (`chmod`) is read again, and recorded if
+    /// it changed while it could not be read.
+    static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB
         | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
     /// A watcher; `settle` is the quiet time after a completed write, `openSettle` after a
@@ -195,7 +197,8 @@ public final class FolderWatcher: @unchecked Sendable {
             }
             let path = join(dir, e.name)
             let isDir = e.mask & UInt32(IN_ISDIR) != 0
-            if path == ".ferry" || path.hasPrefix(".ferry/") { continue }
+            // This folder's state, or that of a ferry folder inside it: never documents.
+            if e.name == ".ferry" || path.hasPrefix(".ferry/") || path.contains("/.ferry/") { continue }
             if path == ".ferryignore" {
                 rules = IgnoreRules.load(root: root)
                 continuation?.yield(.rescan(reason: ".ferryignore changed"))
@@ -223,6 +226,8 @@ public final class FolderWatcher: @unchecked Sendable {
                 settler.note(path, .removed, now: now)
             } else if e.mask & UInt32(IN_MODIFY | IN_CREATE) != 0 {
                 settler.note(path, .modified, now: now)
+            } else if e.mask & UInt32(IN_ATTRIB) != 0 {
+                settler.note(path, .completed, now: now)
             }
         }
     }
@@ -241,6 +246,9 @@ public final class FolderWatcher: @unchecked Sendable {
                 if errno == ENOSPC { reportWatchLimit() }
                 if errno == ENOENT || errno == ENOTDIR { continue }
             } else {
+                // The same directory already watched under another name: the folder (or a
+                // directory of it) mounted inside itself. Descending would never end.
+                if let other = pathByWatch[wd], other != dir, watchByPath[other] == wd { continue }
                 if let old = watchByPath[dir], old != wd { pathByWatch[old] = nil }
                 pathByWatch[wd] = dir
                 watchByPath[dir] = wd
@@ -249,7 +257,7 @@ public final class FolderWatcher: @unchecked Sendable {
             let parts = dir.split(separator: "/").map(String.init)
             for (name, type) in entries {
                 let rel = join(dir, name)
-                if dir.isEmpty && name == ".ferry" { continue }
+                if name == ".ferry" { continue }
                 var isDir = type == .directory
                 if type == .unknown {
                     var st = stat()

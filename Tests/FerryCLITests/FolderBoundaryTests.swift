@@ -77,4 +77,36 @@ import FerryTesting
         #expect(listener.stop() == 0)
         #expect(try Self.verified(sandbox, [a, b]))
     }
+
+    @Test func anUnreadableFileIsReportedNotFatalAndRecordedOnceReadable() throws {
+        let sandbox = try UserSandbox()
+        let a = sandbox.path("a")
+        #expect(try sandbox.ferry(["init", a], in: sandbox.root).status == 0)
+        try sandbox.shell(#"printf '{"v": 1}\n' > open.json && printf '{"v": "hidden"}\n' > secret.json && printf 'bytes\n' > secret.bin && chmod 000 secret.json secret.bin"#, in: a)
+        let status = try sandbox.ferry(["status"], in: a)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("unreadable: secret.json: permission denied"), "\(status.stdout)")
+        #expect(status.stdout.contains("unreadable: secret.bin: permission denied"), "\(status.stdout)")
+        let verify = try sandbox.ferry(["verify"], in: a)
+        #expect(!verify.stderr.contains("Permission denied"), "\(verify.stderr)")
+        let agent = try sandbox.agent(folder: a)
+        #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
+        try sandbox.shell("chmod 644 secret.json secret.bin", in: a)
+        #expect(eventually(10) { Set(RevisionLogReader.lines(a).map(\.doc)) == ["open.json", "secret.json", "secret.bin"] },
+                "\(agent.log().suffix(1500))")
+        #expect(agent.stop() == 0)
+        #expect(try sandbox.ferry(["verify"], in: a).status == 0)
+    }
+
+    @Test func aFerryFolderInsideAnotherKeepsItsStateToItself() throws {
+        let sandbox = try UserSandbox()
+        let (outer, inner) = (sandbox.path("outer"), sandbox.path("outer/inner"))
+        #expect(try sandbox.ferry(["init", inner], in: sandbox.root).status == 0)
+        try sandbox.shell(#"printf '{"v": 1}\n' > doc.json"#, in: inner)
+        #expect(try sandbox.ferry(["scan"], in: inner).status == 0)
+        #expect(try sandbox.ferry(["init", outer], in: sandbox.root).status == 0)
+        let docs = Set(RevisionLogReader.lines(outer).map(\.doc))
+        #expect(docs == ["inner/doc.json"], "\(docs)")
+        #expect(try sandbox.ferry(["status"], in: outer).stdout.contains("not synced: inner/.ferry"))
+    }
 }

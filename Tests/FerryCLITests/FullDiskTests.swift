@@ -95,6 +95,32 @@ extension FullDiskTests {
     }
 }
 
+extension FullDiskTests {
+    /// A folder bind-mounted inside itself: ferry's own log, lock and objects are never
+    /// documents, and the scan and the watcher end (issue 17).
+    @Test(.enabled(if: canMount, "skipped: bind-mounting needs root and a sandbox that allows mount"))
+    func aFolderMountedInsideItselfIsNotADocumentTree() throws {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.appending("inv")
+        #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
+        try FileManager.default.createDirectory(atPath: dir + "/loop", withIntermediateDirectories: true)
+        guard try FerryProcess.shell("mount --bind \(dir) \(dir)/loop").status == 0 else {
+            Issue.record("bind mount failed although running as root")
+            return
+        }
+        defer { _ = try? FerryProcess.shell("umount -l \(dir)/loop") }
+        let agent = try RunningAgent(folder: dir)
+        try "{\"v\": 1}\n".write(toFile: dir + "/new.json", atomically: false, encoding: .utf8)
+        #expect(eventually(10) { RevisionLogReader.lines(dir).count == 2 })
+        let scan = try FerryProcess.ferry(["status"], in: dir)
+        #expect(scan.status == 0, "\(scan.stderr)")
+        #expect(scan.stdout.contains("not synced: loop"), "\(scan.stdout)")
+        agent.stop()
+        let docs = Set(RevisionLogReader.lines(dir).map(\.doc))
+        #expect(docs == ["samplelist.json", "new.json"], "\(docs)")
+    }
+}
+
 enum FileSystemCheck {
     /// True when `.ferry/tmp` holds no leftovers.
     static func emptyTemp(_ dir: String) throws -> Bool {

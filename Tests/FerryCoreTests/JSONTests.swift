@@ -146,4 +146,12 @@ import FerryTesting
         #expect(deep.prettySize(canonicalCount: deep.canonicalBytes.count, limit: .max) == deep.prettyBytes.count)
         #expect(deep.prettySize(canonicalCount: 10, limit: 1000) > 1000)
     }
+
+    @Test func aGenerationIsDigitsOnlyAndAFerryDirectoryIsNeverADocument() throws {
+        #expect(throws: RevisionID.InvalidError.self) { try RevisionID("+1-ab") }
+        #expect(throws: RevisionID.InvalidError.self) { try RevisionID(" 1-ab") }
+        #expect(try RevisionID("12-ab").generation == 12)
+        #expect(throws: DocumentID.InvalidError.self) { try DocumentID("inner/.ferry/revs.log") }
+        #expect(throws: DocumentID.InvalidError.self) { try DocumentID("tab\there.json") }
+    }
 }

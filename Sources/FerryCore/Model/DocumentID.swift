@@ -27,7 +27,7 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// Validates `rawValue`; throws when it is empty, absolute, has `.`/`..`/empty components,
-    /// a NUL byte or another control character, lies under `.ferry/`, is too long, or is not NFC.
+    /// a NUL byte or another control character, lies under a `.ferry/` directory, is too long, or is not NFC.
     public init(_ rawValue: String) throws(InvalidError) {
         func fail(_ reason: String) -> InvalidError { InvalidError(text: rawValue, reason: reason) }
         if rawValue.isEmpty { throw fail("empty") }
@@ -35,15 +35,15 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
         if rawValue.utf8.contains(0) { throw fail("contains a NUL byte") }
         if rawValue.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw fail("contains a control character") }
         if rawValue.utf8.first == UInt8(ascii: "/") { throw fail("absolute path") }
-        var first = true
         for component in rawValue.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if component.isEmpty { throw fail("empty path component") }
             if component.elementsEqual(".".utf8) || component.elementsEqual("..".utf8) {
                 throw fail("'.' or '..' path component")
             }
             if component.count > Self.maxComponentBytes { throw fail("path component longer than 255 bytes") }
-            if first && component.elementsEqual(".ferry".utf8) { throw fail("inside .ferry/") }
-            first = false
+            // Any `.ferry` directory, not only this folder's: a ferry folder nested in this
+            // one (or this one mounted inside itself) keeps its state there, never a document.
+            if component.elementsEqual(".ferry".utf8) { throw fail("inside a .ferry/ directory") }
         }
         if !rawValue.utf8.allSatisfy({ $0 < 0x80 }) {
             let nfc = rawValue.precomposedStringWithCanonicalMapping

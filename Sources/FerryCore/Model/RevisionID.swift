@@ -24,6 +24,7 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     public init(_ text: String) throws(InvalidError) {
         let utf8 = text.utf8
         guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")),
+              utf8[utf8.startIndex..<dash].allSatisfy({ (0x30...0x39).contains($0) }),  // no sign, no spaces: "+1" is not a generation
               let gen = Int(Substring(text[..<dash])), gen >= 1, gen < 1 << 40
         else { throw InvalidError(text: text) }
         guard let packed = PackedHex(text[text.index(after: dash)...].utf8) else { throw InvalidError(text: text) }

@@ -76,13 +76,37 @@ public struct FolderScanner {
         var found: [Found] = []
         var skipped: [Skipped] = []
         let parts = relativeDirectory.split(separator: "/").map(String.init)
-        try walk(relativeDirectory, parts, &found, &skipped)
+        var rootStat = stat()
+        var above: Set<DirectoryIdentity> = []
+        if lstat(root, &rootStat) == 0 { above.insert(DirectoryIdentity(rootStat)) }
+        try walk(relativeDirectory, parts, above, &found, &skipped)
         found.sort { $0.doc < $1.doc }
         return (found, skipped)
     }
 
-    private func walk(_ relative: String, _ parts: [String], _ found: inout [Found], _ skipped: inout [Skipped]) throws(StoreError) {
+    /// A directory's device and inode: the same pair met again below itself is a loop (the
+    /// folder, or a directory above, bind-mounted inside itself).
+    struct DirectoryIdentity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+        init(_ st: stat) {
+            device = UInt64(st.st_dev)
+            inode = UInt64(st.st_ino)
+        }
+    }
+
+    private func walk(_ relative: String, _ parts: [String], _ above: Set<DirectoryIdentity>,
+                      _ found: inout [Found], _ skipped: inout [Skipped]) throws(StoreError) {
         let dirPath = relative.isEmpty ? root : root + "/" + relative
+        var above = above
+        if !relative.isEmpty {
+            var st = stat()
+            guard lstat(dirPath, &st) == 0 else { return }
+            guard above.insert(DirectoryIdentity(st)).inserted else {
+                skipped.append(Skipped(path: relative, reason: "a directory above it, mounted inside itself (not synced)"))
+                return
+            }
+        }
         let entries: [(name: String, type: FileSystem.EntryType)]
         do { entries = try FileSystem.listDirectoryEntries(dirPath) } catch where error.errno == ENOENT || error.errno == ENOTDIR {
             return
@@ -90,9 +114,13 @@ public struct FolderScanner {
         for (name, type) in entries {
             let rel = relative.isEmpty ? name : relative + "/" + name
             if relative.isEmpty && name == ".ferry" { continue }
+            if name == ".ferry" {
+                skipped.append(Skipped(path: rel, reason: "the state of a ferry folder inside this one (not synced)"))
+                continue
+            }
             if type == .directory {
                 if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: true) { continue }
-                try walk(rel, parts + [name], &found, &skipped)
+                try walk(rel, parts + [name], above, &found, &skipped)
                 continue
             }
             if IgnoreRules.isSedTemporary(name) { continue }
@@ -105,7 +133,7 @@ public struct FolderScanner {
             if rules.isIgnoredEntry(parent: parts, name: name, isDirectory: fileType == S_IFDIR) { continue }
             switch fileType {
             case S_IFDIR:
-                try walk(rel, parts + [name], &found, &skipped)
+                try walk(rel, parts + [name], above, &found, &skipped)
             case S_IFREG:
                 do {
                     found.append(Found(doc: try DocumentID(rel), fingerprint: FileFingerprint(st)))

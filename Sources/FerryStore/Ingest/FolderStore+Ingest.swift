@@ -106,8 +106,15 @@ extension FolderStore {
                 (digest, size, saved) = (BlobDigest.of(bytes), bytes.count, bytes)
             }
         case .file:
-            (digest, size) = try objects.importFile(at: path)
+            do { (digest, size) = try objects.importFile(at: path) } catch where error.errno == EACCES {
+                if unreadable[doc] != Self.permissionDenied {
+                    logger.warning("unreadable file", metadata: ["doc": "\(doc)", "error": "\(Self.permissionDenied)"])
+                }
+                unreadable[doc] = Self.permissionDenied
+                return .unreadable(Self.permissionDenied)
+            }
             guard FileFingerprint.of(path) == before, size == before.size else { return .changing }
+            unreadable[doc] = nil
         }
         statCache.set(doc, StatCache.Entry(fingerprint: before, object: digest))
         read = before
@@ -159,6 +166,10 @@ extension FolderStore {
         return entry
     }
 
+    /// Why a file this user may not read is not recorded (it is read again when its mode
+    /// changes: the watcher reports `chmod`).
+    static let permissionDenied = "permission denied: this user cannot read it"
+
     /// Canonical bytes of a `.json` file, or why it cannot be recorded: "line L, column C: …".
     func readJSONBody(_ doc: DocumentID, path: String, size: Int) throws(StoreError) -> Result<[UInt8], JSONBodyError> {
         if size > Self.maxJSONDocumentBytes {
@@ -167,6 +178,8 @@ extension FolderStore {
         let raw: [UInt8]
         do { raw = try FileSystem.readFile(path) } catch where error.errno == ENOENT {
             return .failure(JSONBodyError("vanished while being read"))
+        } catch where error.errno == EACCES {
+            return .failure(JSONBodyError(Self.permissionDenied))
         }
         let value: JSONValue
         do { value = try JSONParser.parse(raw) } catch {
@@ -200,7 +213,10 @@ extension FolderStore {
         case .json:
             return try readJSONBody(doc, path: path, size: Int(st.st_size)).map { BlobDigest.of($0) }
         case .file:
-            let fd = try FileSystem.open(path, O_RDONLY)
+            let fd: Int32
+            do { fd = try FileSystem.open(path, O_RDONLY) } catch where error.errno == EACCES {
+                return .failure(JSONBodyError(Self.permissionDenied))
+            }
             defer { close(fd) }
             return .success(try ObjectStore.hash(fd, path: path))
         }
