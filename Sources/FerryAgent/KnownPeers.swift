@@ -12,11 +12,16 @@ public struct KnownPeers {
     public init(layout: FolderLayout) { path = layout.stateDirectory + "/known-peers.json" }
 
     /// Fingerprint by peer id.
-    public func load() -> [String: String] { entries().compactMapValues { $0["fingerprint"]?.stringValue } }
+    public func load() throws -> [String: String] { try entries().compactMapValues { $0["fingerprint"]?.stringValue } }
 
-    /// The file's entries as written (peer id → `{fingerprint, name}`); empty when absent or unreadable.
-    private func entries() -> [String: JSONValue] {
-        guard let bytes = try? FileSystem.readFile(path), let json = try? JSONParser.parse(bytes), case .object(let o) = json else { return [:] }
+    /// The file's entries as written (peer id → `{fingerprint, name}`); empty when there is no
+    /// file yet. A file that cannot be read or parsed fails closed: forgetting it would trust
+    /// again, on first use, every peer whose fingerprint it pinned.
+    private func entries() throws -> [String: JSONValue] {
+        guard FileSystem.exists(path) else { return [:] }
+        guard let bytes = try? FileSystem.readFile(path), let json = try? JSONParser.parse(bytes), case .object(let o) = json else {
+            throw StoreError(.corrupt, "\(path) is not a readable JSON object of pinned fingerprints; no discovered peer is trusted until it is fixed or removed")
+        }
         return o
     }
 
@@ -32,7 +37,7 @@ public struct KnownPeers {
 
     /// Checks `fingerprint` for peer `id` (named `name`), remembering it if it is new.
     public func check(id: String, name: String, fingerprint: String) throws -> Verdict {
-        var all = entries()
+        var all = try entries()
         if let known = all[id]?["fingerprint"]?.stringValue { return known == fingerprint ? .known : .changed(from: known) }
         all[id] = ["fingerprint": .string(fingerprint), "name": .string(name)]
         try FileSystem.writeAtomically(JSONValue.object(all).prettyBytes, to: path)

@@ -76,7 +76,11 @@ public struct PeerFinder: Sendable {
             guard let fp = s.txt["fp"]?.lowercased(), fp.count == 64 else {
                 return Candidate(service: s, endpoint: nil, note: "it advertises TLS without a fingerprint to pin")
             }
-            switch try KnownPeers(layout: layout).check(id: s.txt["id"] ?? s.name, name: s.name, fingerprint: fp) {
+            let verdict: KnownPeers.Verdict
+            do { verdict = try KnownPeers(layout: layout).check(id: s.txt["id"] ?? s.name, name: s.name, fingerprint: fp) } catch {
+                return Candidate(service: s, endpoint: nil, note: "\(error)")  // fail closed: an unreadable pin trusts nothing
+            }
+            switch verdict {
             case .pinnedNow: note = "first seen: its fingerprint \(fp) is now pinned (.ferry/known-peers.json)"
             case .known: break
             case .changed(let old):

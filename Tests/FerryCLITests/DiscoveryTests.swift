@@ -103,6 +103,13 @@ import Testing
             return refused.status == 3
         }, "\(refused.stderr)")
         #expect(refused.stderr.contains("changed from \(fingerprint)"), "\(refused.stderr)")
+
+        // A damaged pin file fails closed: nothing is trusted, and it is not reset (issue 17).
+        try "{not json".write(toFile: b + "/.ferry/known-peers.json", atomically: true, encoding: .utf8)
+        let damaged = try FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)
+        #expect(damaged.status == 3, "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("known-peers.json is not a readable JSON object"), "\(damaged.stderr)")
+        #expect(try String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8) == "{not json")
         listener.stop()
     }
 

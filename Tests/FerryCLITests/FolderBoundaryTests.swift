@@ -109,4 +109,26 @@ import FerryTesting
         #expect(docs == ["inner/doc.json"], "\(docs)")
         #expect(try sandbox.ferry(["status"], in: outer).stdout.contains("not synced: inner/.ferry"))
     }
+
+    /// A 256 MiB file with 8 KiB of data stays sparse: its object and the peer's copy take
+    /// about what its data takes, not 256 MiB each.
+    @Test func aSparseFileStaysSparseInTheObjectsAndOnThePeer() throws {
+        let sandbox = try UserSandbox()
+        let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+        try sandbox.shell("truncate -s 256M disk.img && printf 'head' | dd of=disk.img conv=notrunc status=none && printf 'middle' | dd of=disk.img bs=1M seek=100 conv=notrunc status=none", in: a)
+        #expect(try sandbox.ferry(["scan"], in: a).status == 0)
+        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+        let sync = try sandbox.ferry(["sync", try #require(listener.url), "--pull"], in: b)
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(listener.stop() == 0)
+        let same = try sandbox.shell("cmp a/disk.img b/disk.img && sha256sum a/disk.img | cut -c1-64", in: sandbox.root)
+        #expect(same.status == 0, "\(same.stdout) \(same.stderr)")
+        let digest = same.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let object = ".ferry/objects/\(digest.prefix(2))/\(digest.dropFirst(2))"
+        let usage = try sandbox.shell("du -k --apparent-size b/disk.img | cut -f1; du -k b/disk.img a/\(object) b/\(object) | cut -f1", in: sandbox.root)
+        let kib = usage.stdout.split(separator: "\n").compactMap { Int($0) }
+        #expect(kib.count == 4 && kib[0] == 256 * 1024, "\(usage.stdout) \(usage.stderr)")
+        #expect(kib.dropFirst().allSatisfy { $0 < 1024 }, "disk use in KiB (file, a's object, b's object): \(kib.dropFirst())")
+    }
 }

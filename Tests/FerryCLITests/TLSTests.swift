@@ -113,6 +113,10 @@ import Testing
         #expect(shown.stdout.contains("\"sha256\": \"\(after)\""), "\(shown.stdout)")
         let mode = try FerryProcess.shell("stat -c %a .ferry/tls/anonymous.key", in: a).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(mode == "600")
+        // The agent is the folder's one writer: an identity change beside it is refused.
+        let beside = try FerryProcess.ferry(["identity", "create", "--cn", "other"], in: a)
+        #expect(beside.status != 0 && beside.stderr.contains("stop the agent"), "\(beside.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: a + "/.ferry/tls/identity.pem"))
         listener.stop()
     }
 

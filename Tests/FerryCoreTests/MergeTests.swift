@@ -110,13 +110,13 @@ import FerryTesting
 }
 
 @Suite struct ModelTests {
-    @Test(arguments: ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", ".ferry/revs.log", ".ferry", "a\u{0}b", "e\u{301}.json"])
+    @Test(arguments: ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", ".ferry/revs.log", ".ferry", "a\u{0}b", "e\u{301}.json", "a/.ferry/x", "tab\there"])
     func rejectsBadDocumentIDs(text: String) {
         #expect(throws: DocumentID.InvalidError.self) { try DocumentID(text) }
     }
 
     @Test func acceptsOrdinaryIDs() throws {
-        for t in ["samplelist.json", "notes/today.json", "images/apples.jpg", ".ferryish", "a/.ferry/x", "\u{E9}t\u{E9}.json", "x..y"] {
+        for t in ["samplelist.json", "notes/today.json", "images/apples.jpg", ".ferryish", "a/.ferry.d/x", "\u{E9}t\u{E9}.json", "x..y"] {
             #expect(throws: Never.self) { try DocumentID(t) }
         }
         #expect(try DocumentID("a.json").kind == .json)

@@ -59,19 +59,75 @@ public enum FileSystem {
         }
     }
 
-    /// Copies everything from `input` (at its offset) to `output` inside the kernel
-    /// (`sendfile`: one copy, page cache to page cache, none through this process).
+    /// Copies all of `input` (from its start) to `output`, a new empty file, inside the kernel
+    /// (`sendfile`: one copy, page cache to page cache, none through this process). Holes stay
+    /// holes: only the data `SEEK_DATA`/`SEEK_HOLE` find is copied, so a sparse object makes a
+    /// sparse file.
     public static func copyAll(from input: Int32, to output: Int32, path: String) throws(StoreError) {
         var writeback = WritebackStarter(fd: output, dropBehind: true)
-        while true {
-            let n = sendfile(output, input, nil, WritebackStarter.stride)
-            if n == 0 { return }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StoreError.system("cannot write", path: path)
+        var st = stat()
+        guard fstat(input, &st) == 0 else { throw StoreError.system("cannot stat the source of", path: path) }
+        let size = off_t(st.st_size)
+        var offset: off_t = 0
+        while offset < size {
+            let data = lseek(input, offset, Self.seekData)
+            if data < 0 { break }  // ENXIO: only a hole remains
+            var end = lseek(input, data, Self.seekHole)
+            if end < 0 { end = size }
+            // sendfile with an input offset writes at the output's own position: put it there.
+            if lseek(output, data, SEEK_SET) < 0 { throw StoreError.system("cannot seek in", path: path) }
+            var position = data
+            while position < end {
+                let n = sendfile(output, input, &position, min(Int(end - position), Int(WritebackStarter.stride)))
+                if n == 0 { break }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw StoreError.system("cannot write", path: path)
+                }
+                writeback.wrote(n)
             }
-            writeback.wrote(n)
+            offset = end
         }
+        if ftruncate(output, size) != 0 { throw StoreError.system("cannot set the size of", path: path) }
+    }
+
+    /// `lseek` whences for the next data and the next hole (Linux values; Glibc's module
+    /// leaves them out without `_GNU_SOURCE`).
+    static let seekData: Int32 = 3
+    static let seekHole: Int32 = 4
+
+    /// Writes `buffer` at `fd`'s position, leaving a hole (seeking over it) for each 4 KiB
+    /// block that is all zeros, so that a sparse file's object stays sparse. The caller sets
+    /// the file's size at the end (`ftruncate`): a trailing hole is not written.
+    public static func writeSkippingZeros(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws(StoreError) {
+        let block = 4096
+        var start = 0
+        var pending = 0  // bytes of data from `start` not yet written
+        func flush() throws(StoreError) {
+            if pending > 0 { try writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[start..<(start + pending)]), path: path) }
+        }
+        var i = 0
+        while i < buffer.count {
+            let n = min(block, buffer.count - i)
+            if n == block && isAllZero(UnsafeRawBufferPointer(rebasing: buffer[i..<(i + n)])) {
+                try flush()
+                if lseek(fd, off_t(n), SEEK_CUR) < 0 { throw StoreError.system("cannot seek in", path: path) }
+                start = i + n
+                pending = 0
+            } else {
+                pending += n
+            }
+            i += n
+        }
+        try flush()
+    }
+
+    /// True when every byte is zero (word by word; stops at the first that is not).
+    static func isAllZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let words = bytes.count / 8
+        for w in 0..<words where bytes.loadUnaligned(fromByteOffset: w * 8, as: UInt64.self) != 0 { return false }
+        for b in (words * 8)..<bytes.count where bytes[b] != 0 { return false }
+        return true
     }
 
     /// The whole content of a file.

@@ -100,12 +100,13 @@ public final class ObjectStore {
         let temp = newTempPath()
         let out = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
         var hasher = BlobHasher()
-        do {
+        do throws(StoreError) {
             defer { close(out) }
             try FileSystem.forEachChunk(of: input, path: sourcePath, chunkSize: Self.chunkSize) { (chunk) throws(StoreError) in
                 hasher.update(chunk)
-                try FileSystem.writeAll(out, chunk, path: temp)
+                try FileSystem.writeSkippingZeros(out, chunk, path: temp)
             }
+            if ftruncate(out, off_t(hasher.count)) != 0 { throw StoreError.system("cannot set the size of", path: temp) }
             if batch == nil { try FileSystem.sync(out, path: temp) }
         } catch {
             unlink(temp)
@@ -244,7 +245,7 @@ public final class PendingObject {
         precondition(fd >= 0, "object already finished")
         let result = bytes.withUnsafeBytes { piece in
             hasher.update(piece)
-            return Result { () throws(StoreError) in try FileSystem.writeAll(fd, piece, path: temp) }
+            return Result { () throws(StoreError) in try FileSystem.writeSkippingZeros(fd, piece, path: temp) }
         }
         do { try result.get() } catch {
             abandon()
@@ -266,7 +267,9 @@ public final class PendingObject {
             abandon()
             throw StoreError(.corrupt, "received bytes hash to \(digest), not the announced \(expected); discarded")
         }
-        do {
+        do throws(StoreError) {
+            // A trailing run of zeros was skipped, not written: the size says it is there.
+            if ftruncate(fd, off_t(hasher.count)) != 0 { throw StoreError.system("cannot set the size of", path: temp) }
             if store.batch == nil { try FileSystem.sync(fd, path: temp) }
         } catch {
             abandon()

@@ -31,7 +31,9 @@ struct IdentityCommand: ParsableCommand {
         }
 
         func run() throws {
-            let store = IdentityStore(layout: FolderLayout(root: try folder.resolveRoot()))
+            let writer = try folder.lockForIdentityChange()
+            defer { withExtendedLifetime(writer) {} }
+            let store = IdentityStore(layout: writer.layout)
             let identity = try tlsStep { try TLSIdentity.selfSigned(commonName: cn, days: days) }
             try store.save(identity, as: .identity)
             printSummary(identity.summary, slot: .identity, store: store, json: output.json)
@@ -55,7 +57,9 @@ struct IdentityCommand: ParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() throws {
-            let store = IdentityStore(layout: FolderLayout(root: try folder.resolveRoot()))
+            let writer = try folder.lockForIdentityChange()
+            defer { withExtendedLifetime(writer) {} }
+            let store = IdentityStore(layout: writer.layout)
             var password = ProcessInfo.processInfo.environment["FERRY_P12_PASSWORD"]
             if let passwordFile { password = try readPassword(file: passwordFile) }
             let identity = try tlsStep { try TLSIdentity.pkcs12(path: absolute(file), password: password) }
@@ -96,7 +100,9 @@ struct IdentityCommand: ParsableCommand {
         @OptionGroup var folder: FolderOptions
 
         func run() throws {
-            let store = IdentityStore(layout: FolderLayout(root: try folder.resolveRoot()))
+            let writer = try folder.lockForIdentityChange()
+            defer { withExtendedLifetime(writer) {} }
+            let store = IdentityStore(layout: writer.layout)
             let slot: IdentityStore.Slot = anonymous ? .anonymous : .identity
             guard try store.delete(slot) else { throw CLIError("there is no \(slot.rawValue) identity to delete") }
             print("deleted the \(slot.rawValue) identity")

@@ -52,12 +52,15 @@ struct SyncCommand: AsyncParsableCommand {
     func run() async throws {
         let root = try folder.resolveRoot()
         let way = ReplicationDirection(rawValue: direction.rawValue)!
-        let peer = discover ? try await discoverPeer(root: root, direction: way) : try client.endpoint(target!, direction: way)
-        let url = peer.url.description
+        let given = discover ? nil : try client.endpoint(target!, direction: way)
         if let pid = FolderLock.holder(path: FolderLayout(root: root).lockFile) {
-            throw StoreError(.locked, "an agent (pid \(pid)) is serving \(root); give it --peer \(url) instead of running sync beside it")
+            throw StoreError(.locked, "an agent (pid \(pid)) is serving \(root); give it --peer \(given?.url.description ?? "URL") instead of running sync beside it")
         }
+        // The lock first: discovery writes `.ferry/known-peers.json`, and only the folder's
+        // one writer writes anything in `.ferry/`.
         let store = try FolderStore.open(at: root, writable: true, logger: folder.makeLogger())
+        let peer: PeerEndpoint
+        if let given { peer = given } else { peer = try await discoverPeer(info: store.info, layout: store.layout, direction: way) }
         _ = try store.batch { try store.scanAndRecord() }
         let shared = SharedStore(store)
         var logger = folder.makeLogger(label: "ferry.sync")
@@ -87,9 +90,8 @@ struct SyncCommand: AsyncParsableCommand {
 extension SyncCommand {
     /// The peer `--discover` finds: the first service of this database (named `target`, if
     /// given), with its fingerprint pinned on first use and checked ever after.
-    func discoverPeer(root: String, direction: ReplicationDirection) async throws -> PeerEndpoint {
-        let info = try FolderStore.open(at: root, writable: false).info
-        let finder = PeerFinder(discovery: DNSSDDiscovery(), serviceType: serviceType, layout: FolderLayout(root: root),
+    func discoverPeer(info: FolderInfo, layout: FolderLayout, direction: ReplicationDirection) async throws -> PeerEndpoint {
+        let finder = PeerFinder(discovery: DNSSDDiscovery(), serviceType: serviceType, layout: layout,
                                 database: info.name, folderID: info.id)
         let template = try client.endpoint("ws://discovered:1/x", direction: direction)
         let candidates: [PeerFinder.Candidate]

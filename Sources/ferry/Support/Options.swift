@@ -27,6 +27,15 @@ struct FolderOptions: ParsableArguments {
         try FolderStore.open(at: try resolveRoot(), writable: writable, logger: makeLogger())
     }
 
+    /// The folder opened as its one writer, for a command that changes `.ferry/tls/`: a
+    /// running agent holds the lock and serves with the identity it loaded, so the change is
+    /// refused while it runs.
+    func lockForIdentityChange() throws -> FolderStore {
+        do { return try open(writable: true) } catch let error as StoreError where error.code == .locked {
+            throw CLIError("\(error.message); stop the agent before changing its identity (it loads it when it starts)")
+        }
+    }
+
     /// A logger on stderr: warnings by default, info with `--verbose`, or `$FERRY_LOG`.
     func makeLogger(label: String = "ferry") -> Logger {
         var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
