@@ -19,7 +19,8 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 # and iproute2 (network namespaces) for the tests. rsync: the benchmark's yardstick. strace: a
 # test reads the order of the receiver's fsyncs from it. nano and emacs-nox: the editors the
 # tests save with besides vim; inotify-tools: a test watches the peer's folder with inotifywait.
-packages=(jq vim nano emacs-nox openssl util-linux coreutils procps python3 curl rsync strace inotify-tools
+# python3-websockets: a strict third-party WebSocket client, for the hostile peer (Tests/Tools).
+packages=(jq vim nano emacs-nox openssl util-linux coreutils procps python3 python3-websockets curl rsync strace inotify-tools
           libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -1,9 +1,10 @@
 import FerryCore
 
-/// The protocol versions this build speaks (`ferry/1` on the WebSocket).
+/// The protocol versions this build speaks (`ferry/1`, subprotocol `ferry-1` on the WebSocket).
 public enum ProtocolVersion {
-    /// The WebSocket subprotocol name.
-    public static let subprotocol = "ferry/1"
+    /// The WebSocket subprotocol name: an HTTP token, as RFC 6455 §4.1 requires (`/` is a
+    /// separator: strict clients such as python3-websockets refuse `ferry/1`).
+    public static let subprotocol = "ferry-1"
     /// Versions offered in `hello`, best first.
     public static let supported = [1]
 }

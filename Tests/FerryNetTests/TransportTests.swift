@@ -92,7 +92,7 @@ import FerryProtocol
             return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         }
         let described = try get("/inventory")
-        #expect(described.hasPrefix("HTTP/1.1 200") && described.contains("\"db\":\"inventory\"") && described.contains("ferry/1"), "\(described)")
+        #expect(described.hasPrefix("HTTP/1.1 200") && described.contains("\"db\":\"inventory\"") && described.contains("ferry-1"), "\(described)")
         #expect(try get("/nothing").hasPrefix("HTTP/1.1 404"))
         let unauthorized = try get("/inventory", auth: false)
         #expect(unauthorized.hasPrefix("HTTP/1.1 401") && unauthorized.contains("WWW-Authenticate: Basic"), "\(unauthorized)")
