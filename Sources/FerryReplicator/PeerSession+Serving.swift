@@ -31,6 +31,11 @@ extension PeerSession {
                 await respond(number, .error(status: 400, message: why))
                 return
             }
+            // A read-only listener takes no pushes, so no checkpoint of pushed progress either.
+            if readOnly && checkpoint.local != 0 {
+                await respond(number, .error(status: 403, message: Self.readOnlyMessage))
+                return
+            }
             let layout = shared.layout
             do {
                 let saved = try await shared.perform { _ in

@@ -22,13 +22,13 @@ import FerryTesting
         var machine: ConnectionStateMachine
         var iterator: AsyncStream<TransportMessage>.AsyncIterator
 
-        init(peerID: String = "liar", sharing other: Listener? = nil) throws {
+        init(peerID: String = "liar", sharing other: Listener? = nil, readOnly: Bool = false) throws {
             folder = other?.folder ?? tmp.appending("inventory")
             shared = try other?.shared ?? SharedStore(FolderStore.create(at: folder, name: "inventory"))
             let (ours, theirs) = LoopbackTransport.pair()
             self.theirs = theirs
             let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-            session = PeerSession(transport: ours, shared: shared, role: .passive, logger: logger)
+            session = PeerSession(transport: ours, shared: shared, role: .passive, readOnly: readOnly, logger: logger)
             let session = self.session
             running = Task { await session.run() }
             machine = ConnectionStateMachine(role: .active, localPeer: peerID, database: "inventory")
@@ -186,6 +186,17 @@ import FerryTesting
         let honest = try Listener(peerID: "honest-peer", sharing: liar)
         guard case .opened? = try await honest.hello() else { Issue.record("hello failed"); return }
         #expect(try await honest.pull().map(\.rev) == [rev])
+    }
+
+    /// A read-only listener stores no checkpoint of pushes it refused; a pull's is kept.
+    @Test func aReadOnlyListenerKeepsNoCheckpointOfPushes() async throws {
+        let listener = try Listener(readOnly: true)
+        guard case .opened? = try await listener.hello() else { Issue.record("hello failed"); return }
+        let push = try await listener.push(.setCheckpoint(client: "push:x", rev: nil, checkpoint: Checkpoint(local: 9, remote: 0)))
+        #expect(push.map { if case .error(403, _) = $0 { true } else { false } } == true, "\(String(describing: push))")
+        let pull = try await listener.push(.setCheckpoint(client: "pull:x", rev: nil, checkpoint: Checkpoint(local: 0, remote: 0)))
+        #expect(pull.map { if case .checkpointSaved = $0 { true } else { false } } == true, "\(String(describing: pull))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: listener.folder + "/.ferry/checkpoints").count == 1)
     }
 
     @Test func aPeerCannotCallItselfLocalOrGiveAnEndlessId() async throws {
