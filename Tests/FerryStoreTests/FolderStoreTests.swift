@@ -349,4 +349,19 @@ import FerryTesting
         let v = try reopened.verify()
         #expect(v.isClean, "\(v.logProblems) \(v.missingObjects.map(\.digest))")
     }
+
+    /// A kept body that cannot be read stops the compaction before anything is removed: the
+    /// blobs it references would otherwise look unneeded (issue 17).
+    @Test func anUnreadableKeptBodyStopsCompactionAndRemovesNothing() throws {
+        let f = try TestFolder()
+        let blob = try f.store.objects.write(Array("image bytes".utf8))
+        let doc = try f.doc("a.json")
+        for i in 0..<10 { try f.store.recordLocalJSON(doc, ["n": .int(i), "image": ["@type": "blob", "digest": .string(blob.description), "length": 11]]) }
+        let kept = try #require(f.store.current(doc)?.object)
+        try FileSystem.unlink(f.store.objects.path(for: kept))
+        let before = try f.store.objects.allObjects().objects.count
+        #expect(throws: (any Error).self) { try f.store.compact(keepDepth: 2) }
+        #expect(try f.store.objects.allObjects().objects.count == before)
+        #expect(f.store.objects.contains(blob))
+    }
 }
