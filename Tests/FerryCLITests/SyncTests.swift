@@ -375,7 +375,7 @@ import Testing
             url = sys.argv[1]; hostport, db = url[len("ws://"):].split("/", 1); host, port = hostport.split(":")
             s = socket.create_connection((host, int(port)), timeout=5)
             key = base64.b64encode(os.urandom(16)).decode()
-            s.sendall(f"GET /{db} HTTP/1.1\\r\\nHost: {hostport}\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: {key}\\r\\nSec-WebSocket-Version: 13\\r\\nSec-WebSocket-Protocol: ferry/1\\r\\n\\r\\n".encode())
+            s.sendall(f"GET /{db} HTTP/1.1\\r\\nHost: {hostport}\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: {key}\\r\\nSec-WebSocket-Version: 13\\r\\nSec-WebSocket-Protocol: ferry-1\\r\\n\\r\\n".encode())
             head = b""
             while b"\\r\\n\\r\\n" not in head: head += s.recv(1)
             assert b" 101 " in head.split(b"\\r\\n")[0], head

@@ -16,7 +16,7 @@ import FerryNet
             while b"\\r\\n\\r\\n" not in head: head += c.recv(1)
             key = [l.split(b":", 1)[1].strip() for l in head.split(b"\\r\\n") if l.lower().startswith(b"sec-websocket-key")][0]
             accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-            c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\nSec-WebSocket-Protocol: ferry/1\\r\\n\\r\\n")
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\nSec-WebSocket-Protocol: ferry-1\\r\\n\\r\\n")
             time.sleep(10)
             """]
         let out = Pipe()
