@@ -194,6 +194,9 @@ public final class Agent: @unchecked Sendable {
         config.host = bind
         config.port = options.port
         config.passwordCheck = options.users?.passwordCheck
+        config.recentlyVerified = options.users?.recentlyVerified
+        config.heartbeat = options.heartbeat
+        config.logger = logger
         config.describe = ["readOnly": options.readOnly ? "true" : "false", "deltaSync": options.deltaSync ? "true" : "false"]
         let identities = IdentityStore(layout: FolderLayout(root: configuration.root))
         switch options.tls {

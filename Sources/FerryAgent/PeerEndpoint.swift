@@ -30,6 +30,8 @@ public struct PeerEndpoint: Sendable {
     public var maxAttemptWait: Duration = .seconds(300)
     /// Ping interval; a peer silent for two intervals is taken as gone.
     public var heartbeat: Duration = .seconds(30)
+    /// How long each stage of a dial (TCP connect, TLS handshake, upgrade) may take.
+    public var connectTimeout: Duration = .seconds(10)
     /// Only these documents (nil: all).
     public var docIDs: [DocumentID]?
     /// How a `wss://` peer is trusted and which client certificate to offer (nil: the system's roots).
@@ -47,8 +49,9 @@ public struct PeerEndpoint: Sendable {
         config.maxAttemptWait = maxAttemptWait
         config.docIDs = docIDs
         let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat, tls = self.tls
+        let stageTimeout = connectTimeout
         return Replicator(configuration: config, shared: shared, connect: {
-            let connection = try await Dialer.connect(to: url, authorization: authorization, tls: tls)
+            let connection = try await Dialer.connect(to: url, authorization: authorization, tls: tls, stageTimeout: stageTimeout)
             connection.startHeartbeat(every: heartbeat)
             return connection
         }, logger: logger)
@@ -71,6 +74,8 @@ public struct ListenOptions: Sendable {
     public var tls: TLSMode = .anonymous
     /// `--client-ca`: roots client certificates must chain to (nil: none asked for).
     public var clientRoots: TrustedRoots?
+    /// `--heartbeat`: the listener pings its peers too; one silent for two intervals is dropped.
+    public var heartbeat: Duration = .seconds(30)
 
     /// Defaults: every interface, a free port, no authentication, read-write.
     public init() {}

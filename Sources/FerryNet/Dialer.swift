@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import NIOWebSocket
 
 /// A `ws://HOST:PORT/DB` address.
@@ -80,11 +81,16 @@ extension DialError: ClassifiedFailure {
 /// speaking `ferry/1`, with optional HTTP Basic credentials.
 public enum Dialer {
     /// Connects to `url`. `authorization` is a full header value (see `BasicCredentials`);
-    /// `tls` says how a `wss://` server is trusted (default: the system's roots).
+    /// `tls` says how a `wss://` server is trusted (default: the system's roots). The TCP
+    /// connect, the TLS handshake and the HTTP upgrade are each bounded by `stageTimeout`; a
+    /// server that goes silent fails the dial with the stage named. Cancelling the calling task
+    /// closes the connection at once.
     public static func connect(to url: PeerURL, authorization: String? = nil, tls: ClientTLS? = nil,
                                maxMessageBytes: Int = ProtocolLimits().maxTextFrameBytes,
-                               connectTimeout: TimeAmount = .seconds(10),
+                               stageTimeout: Duration = .seconds(10),
                                group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> PeerConnection {
+        let (seconds, attoseconds) = stageTimeout.components
+        let stageTimeout = TimeAmount.nanoseconds(max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 1_000_000))
         let tls = url.scheme == "wss" ? (tls ?? ClientTLS(trust: .system)) : nil
         let presented = PresentedCertificate()
         let sslContext: NIOSSLContext?
@@ -92,9 +98,11 @@ public enum Dialer {
             throw DialError(kind: .untrusted, message: "cannot set up TLS for \(url): \(error)")
         }
         let promise = group.next().makePromise(of: PeerConnection.self)
+        let stages = DialStages(url: url, timeout: stageTimeout, promise: promise)
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(connectTimeout)
+            .connectTimeout(stageTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 let request = UpgradeRequestHandler(url: url, authorization: authorization, promise: promise)
                 let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), automaticErrorHandling: true) { channel, response in
@@ -102,14 +110,15 @@ public enum Dialer {
                         promise.fail(DialError(kind: .protocolMismatch, message: "\(url) did not select the \(ProtocolVersion.subprotocol) subprotocol"))
                         return channel.close()
                     }
-                    let (stream, continuation) = AsyncStream<WebSocketMessage>.makeStream()
-                    let bridge = WebSocketBridge(continuation: continuation)
+                    let bridge = WebSocketBridge(role: .client)
                     let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
                                                                  maxAccumulatedFrameSize: maxMessageBytes)
                     return channel.pipeline.removeHandler(request).flatMap {
-                        channel.pipeline.addHandlers([aggregator, bridge])
+                        channel.pipeline.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
                     }.map {
-                        promise.succeed(PeerConnection(channel: channel, bridge: bridge, inbound: stream))
+                        bridge.attach(to: channel)
+                        stages.finished()
+                        promise.succeed(PeerConnection(channel: channel, bridge: bridge))
                     }
                 }
                 do {
@@ -122,6 +131,7 @@ public enum Dialer {
                             try NIOSSLClientHandler(context: sslContext, serverHostname: hostname, customVerificationCallback: $0)
                         } ?? NIOSSLClientHandler(context: sslContext, serverHostname: hostname)
                         try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(stages: stages))
                     }
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
@@ -129,19 +139,27 @@ public enum Dialer {
                 return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
                     .flatMap { channel.pipeline.addHandler(request) }
             }
-        do {
-            let channel = try await bootstrap.connect(host: url.host, port: url.port).get()
-            channel.closeFuture.whenComplete { _ in
-                promise.fail(DialError(kind: .unreachable, message: "\(url) closed the connection during the upgrade"))
+        let connecting = bootstrap.connect(host: url.host, port: url.port)
+        return try await withTaskCancellationHandler {
+            do {
+                let channel = try await connecting.get()
+                stages.connected(channel, tls: tls != nil)
+                channel.closeFuture.whenComplete { _ in
+                    promise.fail(DialError(kind: .unreachable, message: "\(url) closed the connection during the \(stages.current)"))
+                }
+            } catch {
+                promise.fail(DialError(kind: .unreachable, message: "cannot connect to \(url): \(error)"))
             }
-        } catch {
-            promise.fail(DialError(kind: .unreachable, message: "cannot connect to \(url): \(error)"))
-        }
-        do {
-            return try await promise.futureResult.get()
-        } catch let error as DialError where error.kind == .untrusted {
-            guard let tls else { throw error }
-            throw await refusal(url: url, tls: tls, presented: presented.value, cause: error)
+            do {
+                return try await promise.futureResult.get()
+            } catch let error as DialError where error.kind == .untrusted {
+                guard let tls else { throw error }
+                throw await refusal(url: url, tls: tls, presented: presented.value, cause: error)
+            }
+        } onCancel: {
+            promise.fail(CancellationError())
+            connecting.whenSuccess { $0.close(promise: nil) }
+            promise.futureResult.whenSuccess { $0.channel.close(promise: nil) }
         }
     }
 
@@ -181,6 +199,74 @@ public enum Dialer {
         guard let channel = try? await bootstrap.connect(host: url.host, port: url.port).get() else { return nil }
         _ = try? await channel.closeFuture.get()
         return recorder.value
+    }
+}
+
+/// The stages of a dial after the TCP connect (TLS handshake, then HTTP upgrade), each given
+/// its own deadline: when one passes, the dial fails naming the stage and the channel closes.
+final class DialStages: Sendable {
+    private struct State {
+        var stage = "TCP connect"
+        var deadline: Scheduled<Void>?
+        var channel: Channel?
+        var done = false
+    }
+    private let state = NIOLockedValueBox(State())
+    let url: PeerURL
+    let timeout: TimeAmount
+    let promise: EventLoopPromise<PeerConnection>
+
+    init(url: PeerURL, timeout: TimeAmount, promise: EventLoopPromise<PeerConnection>) {
+        self.url = url
+        self.timeout = timeout
+        self.promise = promise
+    }
+
+    /// The stage under way, in words.
+    var current: String { state.withLockedValue { $0.stage } }
+
+    /// TCP is connected: the TLS handshake (or, over `ws://`, the upgrade) begins.
+    func connected(_ channel: Channel, tls: Bool) {
+        state.withLockedValue { $0.channel = channel }
+        enter(tls ? "TLS handshake" : "WebSocket upgrade")
+    }
+
+    /// The TLS handshake is done: the upgrade begins.
+    func handshakeCompleted() { enter("WebSocket upgrade") }
+
+    /// Upgraded: no more deadlines.
+    func finished() {
+        state.withLockedValue { s in
+            s.done = true
+            s.deadline?.cancel()
+            s.deadline = nil
+        }
+    }
+
+    private func enter(_ stage: String) {
+        state.withLockedValue { s in
+            guard !s.done, let channel = s.channel else { return }
+            s.stage = stage
+            s.deadline?.cancel()
+            let seconds = Double(timeout.nanoseconds) / 1e9
+            s.deadline = channel.eventLoop.scheduleTask(in: timeout) { [url, promise] in
+                promise.fail(DialError(kind: .unreachable, message: "\(url) did not answer within \(seconds) s during the \(stage)"))
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// Tells `DialStages` when the TLS handshake has completed.
+final class HandshakeWatcher: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Any
+    let stages: DialStages
+
+    init(stages: DialStages) { self.stages = stages }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted? = event as? TLSUserEvent { stages.handshakeCompleted() }
+        context.fireUserInboundEventTriggered(event)
     }
 }
 

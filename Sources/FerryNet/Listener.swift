@@ -24,10 +24,23 @@ public struct ListenerConfiguration: Sendable {
     public var describe: [String: String] = [:]
     /// Largest WebSocket message accepted (after reassembly of fragments).
     public var maxMessageBytes = ProtocolLimits().maxTextFrameBytes
-    /// Password check; nil accepts every client.
+    /// Password check; nil accepts every client. It may be slow (PBKDF2): it runs on a
+    /// thread of its own, never on an event loop, once per request.
     public var passwordCheck: PasswordCheck?
+    /// A cheap check of credentials verified before (a reconnecting replicator), tried first.
+    public var recentlyVerified: PasswordCheck?
     /// TLS (`wss://`); nil serves plain `ws://`.
     public var tls: ListenerTLS?
+    /// How long a connection may take from accept to upgraded WebSocket (TLS handshake, the
+    /// request, authentication); then it is dropped.
+    public var setupTimeout: Duration = .seconds(10)
+    /// Most connections being set up at once; past it the oldest is dropped, so connections
+    /// that send nothing cannot lock real peers out.
+    public var maxConnectionsInSetup = 128
+    /// The passive side's ping interval (a peer silent for two is dropped); nil: no pings.
+    public var heartbeat: Duration? = .seconds(30)
+    /// Failed logins go here (user and address, never a secret).
+    public var logger = Logger(label: "ferry.listener")
 
     /// A configuration serving `database`.
     public init(database: String) { self.database = database }
@@ -44,11 +57,13 @@ public final class Listener: Sendable {
     public let port: Int
     private let channel: Channel
     private let registry: ConnectionRegistry
+    private let logins: LoginGuard
 
-    private init(configuration: ListenerConfiguration, channel: Channel, registry: ConnectionRegistry) {
+    private init(configuration: ListenerConfiguration, channel: Channel, registry: ConnectionRegistry, logins: LoginGuard) {
         self.configuration = configuration
         self.channel = channel
         self.registry = registry
+        self.logins = logins
         self.port = channel.localAddress?.port ?? configuration.port
     }
 
@@ -59,33 +74,42 @@ public final class Listener: Sendable {
         let registry = ConnectionRegistry()
         let config = configuration
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0.configuration()) }
+        let logins = LoginGuard(check: config.passwordCheck, recentlyVerified: config.recentlyVerified, logger: config.logger)
+        let setups = SetupTracker(limit: max(config.maxConnectionsInSetup, 1), timeout: TimeAmount(config.setupTimeout))
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.socketOption(.so_keepalive), value: 1)
             .childChannelInitializer { channel in
+                setups.admit(channel)
+                let decision = RouteDecision(configuration: config, logins: logins)
                 let upgrader = NIOWebSocketServerUpgrader(
                     maxFrameSize: min(config.maxMessageBytes, Int(UInt32.max)),
                     automaticErrorHandling: true,
                     shouldUpgrade: { channel, head in
-                        guard case .upgrade = Route.decide(head, config) else { return channel.eventLoop.makeSucceededFuture(nil) }
-                        var headers = HTTPHeaders()
-                        headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
-                        return channel.eventLoop.makeSucceededFuture(headers)
+                        decision.decide(head, channel: channel).map { route in
+                            guard case .upgrade = route else { return nil }
+                            var headers = HTTPHeaders()
+                            headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+                            return headers
+                        }
                     },
                     upgradePipelineHandler: { channel, _ in
-                        let (stream, continuation) = AsyncStream<WebSocketMessage>.makeStream()
-                        let bridge = WebSocketBridge(continuation: continuation)
+                        let bridge = WebSocketBridge(role: .server)
                         let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
                                                                      maxAccumulatedFrameSize: config.maxMessageBytes)
-                        return channel.pipeline.addHandlers([aggregator, bridge]).map {
-                            let connection = PeerConnection(channel: channel, bridge: bridge, inbound: stream)
+                        return channel.pipeline.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge]).map {
+                            setups.upgraded(channel)
+                            bridge.attach(to: channel)
+                            if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
+                            let connection = PeerConnection(channel: channel, bridge: bridge)
                             registry.add(connection)
                             channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                             onConnection(connection)
                         }
                     })
-                let plain = PlainHTTPHandler(configuration: config)
+                let plain = PlainHTTPHandler(configuration: config, decision: decision)
                 if let sslContext {
                     do { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) } catch {
                         return channel.eventLoop.makeFailedFuture(error)
@@ -98,7 +122,7 @@ public final class Listener: Sendable {
                 ).flatMap { channel.pipeline.addHandler(plain) }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        return Listener(configuration: configuration, channel: channel, registry: registry)
+        return Listener(configuration: configuration, channel: channel, registry: registry, logins: logins)
     }
 
     /// The listener's URL, e.g. `ws://127.0.0.1:4984/inventory`.
@@ -111,6 +135,7 @@ public final class Listener: Sendable {
     /// for the connections to end.
     public func stop() async {
         try? await channel.close()
+        logins.shutdown()
         let open = registry.all
         for c in open { c.bridge.initiateClose(channel: c.channel, code: 1001, reason: "listener stopped") }
         for c in open { try? await c.channel.closeFuture.get() }
@@ -166,15 +191,11 @@ enum Route: Equatable {
     case unauthorized
     case badRequest(String)
 
-    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration) -> Route {
-        var path = head.uri
-        if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
-        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
-        guard path == "/" + config.database else { return .notFound("no database at \(path)") }
-        if let check = config.passwordCheck {
-            let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
-            guard check(user, password) else { return .unauthorized }
-        }
+    /// The route of `head`; `authorized` is the outcome of the password check (asked only
+    /// when the path names the database and a check is configured).
+    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool) -> Route {
+        if let missing = missingDatabase(head, config) { return missing }
+        guard authorized else { return .unauthorized }
         let wantsUpgrade = head.headers["Upgrade"].contains { $0.lowercased() == "websocket" }
         guard wantsUpgrade else { return .describe }
         let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -182,6 +203,189 @@ enum Route: Equatable {
             return .badRequest("offer the WebSocket subprotocol \(ProtocolVersion.subprotocol)")
         }
         return .upgrade
+    }
+
+    /// 404 unless the path is `/<database>`.
+    static func missingDatabase(_ head: HTTPRequestHead, _ config: ListenerConfiguration) -> Route? {
+        var path = head.uri
+        if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        return path == "/" + config.database ? nil : .notFound("no database at \(path)")
+    }
+}
+
+/// The route of a connection's request, decided once: the upgrader asks first for an upgrade
+/// request, and the plain handler gets the same answer if the upgrade is refused (the password
+/// check, which is slow on purpose, runs once per request).
+final class RouteDecision: Sendable {
+    let configuration: ListenerConfiguration
+    let logins: LoginGuard
+    private let decided = NIOLockedValueBox<EventLoopFuture<Route>?>(nil)
+
+    init(configuration: ListenerConfiguration, logins: LoginGuard) {
+        self.configuration = configuration
+        self.logins = logins
+    }
+
+    /// The route of `head`, computed on first ask.
+    func decide(_ head: HTTPRequestHead, channel: Channel) -> EventLoopFuture<Route> {
+        if let known = decided.withLockedValue({ $0 }) { return known }
+        let config = configuration
+        let future: EventLoopFuture<Route>
+        if let missing = Route.missingDatabase(head, config) {
+            future = channel.eventLoop.makeSucceededFuture(missing)
+        } else {
+            let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
+            let address = channel.remoteAddress?.ipAddress ?? "unknown"
+            future = logins.authorize(user: user, password: password, address: address, on: channel)
+                .map { Route.decide(head, config, authorized: $0) }
+        }
+        decided.withLockedValue { $0 = future }
+        return future
+    }
+
+    /// Forgets the decision (the next request on the connection is decided anew).
+    func reset() { decided.withLockedValue { $0 = nil } }
+}
+
+/// Connections between accept and upgrade: each gets a deadline, and at most `limit` are in
+/// setup at once (the oldest is dropped for a new one), so idle or slow connections cannot
+/// exhaust the listener's descriptors and lock real peers out.
+final class SetupTracker: Sendable {
+    private struct Pending {
+        let channel: Channel
+        let deadline: Scheduled<Void>
+    }
+    private struct State {
+        var pending: [ObjectIdentifier: Pending] = [:]
+        var order: [ObjectIdentifier] = []
+    }
+    private let state = NIOLockedValueBox(State())
+    let limit: Int
+    let timeout: TimeAmount
+
+    init(limit: Int, timeout: TimeAmount) {
+        self.limit = limit
+        self.timeout = timeout
+    }
+
+    /// A new connection: it must upgrade within the timeout.
+    func admit(_ channel: Channel) {
+        let key = ObjectIdentifier(channel)
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        let evicted = state.withLockedValue { s -> [Channel] in
+            s.pending[key] = Pending(channel: channel, deadline: deadline)
+            s.order.append(key)
+            var evicted: [Channel] = []
+            while s.pending.count > limit, !s.order.isEmpty {
+                let oldest = s.order.removeFirst()
+                if let p = s.pending.removeValue(forKey: oldest) {
+                    p.deadline.cancel()
+                    evicted.append(p.channel)
+                }
+            }
+            if s.order.count > 4 * limit { s.order.removeAll { s.pending[$0] == nil } }
+            return evicted
+        }
+        for c in evicted { c.close(promise: nil) }
+        channel.closeFuture.whenComplete { [self] _ in forget(key) }
+    }
+
+    /// The connection became a WebSocket: no more deadline.
+    func upgraded(_ channel: Channel) { forget(ObjectIdentifier(channel)) }
+
+    private func forget(_ key: ObjectIdentifier) {
+        state.withLockedValue { s in s.pending.removeValue(forKey: key)?.deadline.cancel() }
+    }
+}
+
+/// Password checks off the event loops, one at a time on a thread of their own (PBKDF2 costs
+/// a quarter of a second by design: two at once would take both cores), after a cheap look at
+/// credentials verified before. The checks of one address wait for each other, and each
+/// failure delays that address's next answer: 0.1 s after the first, doubling up to 10 s,
+/// forgotten after 10 minutes. A connection that closed while waiting is not checked. Every
+/// failed login is logged (user and address, never the password).
+final class LoginGuard: Sendable {
+    private let check: PasswordCheck?
+    private let recentlyVerified: PasswordCheck?
+    private let logger: Logger
+    private let pool: NIOThreadPool?
+    private struct Address {
+        var failures = 0
+        var lastFailure = NIODeadline.uptimeNanoseconds(0)
+        /// Completes when the address's latest attempt has been answered.
+        var tail: EventLoopFuture<Void>?
+    }
+    private let addresses = NIOLockedValueBox<[String: Address]>([:])
+
+    init(check: PasswordCheck?, recentlyVerified: PasswordCheck?, logger: Logger) {
+        self.check = check
+        self.recentlyVerified = recentlyVerified
+        self.logger = logger
+        if check != nil {
+            let pool = NIOThreadPool(numberOfThreads: 1)
+            pool.start()
+            self.pool = pool
+        } else {
+            self.pool = nil
+        }
+    }
+
+    /// The delay after `failures` failed logins in a row.
+    static func delay(after failures: Int) -> TimeAmount {
+        guard failures > 0 else { return .zero }
+        return .milliseconds(min(100 << min(failures - 1, 10), 10_000))
+    }
+
+    /// True when the credentials are accepted (answered after the address's delay when not).
+    func authorize(user: String?, password: String?, address: String, on channel: Channel) -> EventLoopFuture<Bool> {
+        let eventLoop = channel.eventLoop
+        guard let check, let pool else { return eventLoop.makeSucceededFuture(true) }
+        if let recentlyVerified, recentlyVerified(user, password) { return eventLoop.makeSucceededFuture(true) }
+        let answered = eventLoop.makePromise(of: Void.self)
+        let previous = addresses.withLockedValue { a -> EventLoopFuture<Void>? in
+            let now = NIODeadline.now()
+            if a.count > 10_000 { a = a.filter { $0.value.tail != nil || now - $0.value.lastFailure < .minutes(10) } }
+            var entry = a[address] ?? Address()
+            if entry.failures > 0, now - entry.lastFailure > .minutes(10) { entry.failures = 0 }
+            let previous = entry.tail
+            entry.tail = answered.futureResult
+            a[address] = entry
+            return previous
+        }
+        answered.futureResult.whenComplete { [self] _ in
+            addresses.withLockedValue { a in
+                if a[address]?.tail === answered.futureResult { a[address]?.tail = nil }
+                if let entry = a[address], entry.tail == nil, entry.failures == 0 { a[address] = nil }
+            }
+        }
+        let turn = previous.map { $0.hop(to: eventLoop) } ?? eventLoop.makeSucceededVoidFuture()
+        let result = turn.flatMap { () -> EventLoopFuture<Bool> in
+            guard channel.isActive else { return eventLoop.makeSucceededFuture(false) }
+            return pool.runIfActive(eventLoop: eventLoop) { check(user, password) }
+        }.flatMap { [self] accepted -> EventLoopFuture<Bool> in
+            if accepted {
+                addresses.withLockedValue { $0[address]?.failures = 0 }
+                return eventLoop.makeSucceededFuture(true)
+            }
+            guard channel.isActive else { return eventLoop.makeSucceededFuture(false) }
+            let failures = addresses.withLockedValue { a -> Int in
+                a[address, default: Address()].failures += 1
+                a[address]?.lastFailure = .now()
+                return a[address]?.failures ?? 1
+            }
+            logger.warning("failed login", metadata: [
+                "user": "\(user.map { String($0.prefix(64)) } ?? "(none)")", "address": "\(address)", "failuresInARow": "\(failures)",
+            ])
+            return eventLoop.scheduleTask(in: Self.delay(after: failures)) { false }.futureResult
+        }.flatMapErrorThrowing { _ in false }
+        result.whenComplete { _ in answered.succeed() }
+        return result
+    }
+
+    /// Stops the checking thread.
+    func shutdown() {
+        pool?.shutdownGracefully { _ in }
     }
 }
 
@@ -208,9 +412,13 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @u
     typealias OutboundOut = HTTPServerResponsePart
 
     let configuration: ListenerConfiguration
+    let decision: RouteDecision
     private var head: HTTPRequestHead?
 
-    init(configuration: ListenerConfiguration) { self.configuration = configuration }
+    init(configuration: ListenerConfiguration, decision: RouteDecision) {
+        self.configuration = configuration
+        self.decision = decision
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -219,7 +427,10 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @u
         case .end:
             guard let head else { return }
             self.head = nil
-            respond(context: context, route: Route.decide(head, configuration))
+            let context = NIOLoopBound(context, eventLoop: context.eventLoop)
+            decision.decide(head, channel: context.value.channel).whenSuccess { [self] route in
+                respond(context: context.value, route: route)
+            }
         }
     }
 

@@ -20,24 +20,24 @@ public struct CloseReason: Sendable, Equatable, CustomStringConvertible {
 /// Incoming messages arrive on `inbound` (which finishes when the connection closes);
 /// `enqueue` (or `send`) writes one frame; `close` sends a close frame and waits for the connection to end.
 public final class PeerConnection: MessageTransport {
-    /// Incoming messages, in order.
-    public let inbound: AsyncStream<WebSocketMessage>
+    /// Incoming messages, in order (bounded: while full, the socket is not read).
+    public var inbound: TransportInbox { bridge.inbox }
     /// Who the peer is (address), for logs.
     public let remoteDescription: String
     let channel: Channel
     let bridge: WebSocketBridge
 
-    init(channel: Channel, bridge: WebSocketBridge, inbound: AsyncStream<WebSocketMessage>) {
+    init(channel: Channel, bridge: WebSocketBridge) {
         self.channel = channel
         self.bridge = bridge
-        self.inbound = inbound
         self.remoteDescription = channel.remoteAddress?.description ?? "unknown peer"
     }
 
-    /// Queues one WebSocket frame; NIO writes frames in the order they were queued.
+    /// Queues one WebSocket frame (masked when this end dialed); NIO writes frames in the
+    /// order they were queued.
     public func enqueue(_ message: TransportMessage) -> TransportWrite {
         let opcode: WebSocketOpcode = if case .text = message { .text } else { .binary }
-        let future = channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: channel.allocator.buffer(bytes: message.bytes)))
+        let future = channel.writeAndFlush(bridge.outgoing(opcode, channel.allocator.buffer(bytes: message.bytes)))
         return TransportWrite { try await future.get() }
     }
 

@@ -1,40 +1,80 @@
+import FerryProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 
+/// Which end of a WebSocket this is: a client masks every frame it sends and refuses masked
+/// frames; a server refuses unmasked ones (RFC 6455 §5.1).
+enum WebSocketRole: Sendable {
+    case client, server
+}
+
 /// The last handler of an upgraded pipeline: hands text and binary messages (already
-/// reassembled by `NIOWebSocketFrameAggregator`) to an `AsyncStream`, answers pings, and
-/// runs the closing handshake.
-final class WebSocketBridge: ChannelInboundHandler, Sendable {
+/// reassembled by `NIOWebSocketFrameAggregator`) to a bounded `TransportInbox`, stops reading
+/// the socket while the inbox is full, answers pings, and runs the closing handshake.
+final class WebSocketBridge: ChannelDuplexHandler, Sendable {
     typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    private let continuation: AsyncStream<WebSocketMessage>.Continuation
+    let role: WebSocketRole
+    let inbox: TransportInbox
     private struct State {
         var closeSent = false
         var closeReason: CloseReason?
         /// When the last frame of any kind (a pong included) arrived: the heartbeat's evidence.
         var lastInbound = NIODeadline.now()
+        /// The inbox is full: reads are held until it has room.
+        var paused = false
+        /// NIO asked to read while paused.
+        var readHeld = false
     }
     private let state = NIOLockedValueBox(State())
 
-    init(continuation: AsyncStream<WebSocketMessage>.Continuation) {
-        self.continuation = continuation
+    init(role: WebSocketRole, inbox: TransportInbox = TransportInbox()) {
+        self.role = role
+        self.inbox = inbox
+    }
+
+    /// Starts reading again when the inbox has room (called once the bridge is in `channel`).
+    func attach(to channel: Channel) {
+        inbox.setOnRoom { [self] in
+            channel.eventLoop.execute {
+                let held = self.state.withLockedValue { s -> Bool in
+                    s.paused = false
+                    defer { s.readHeld = false }
+                    return s.readHeld
+                }
+                if held { channel.read() }
+            }
+        }
     }
 
     var closeReason: CloseReason? { state.withLockedValue { $0.closeReason } }
+
+    /// A frame as this end must send it: masked with a fresh key from a client, plain from a server.
+    func outgoing(_ opcode: WebSocketOpcode, _ data: ByteBuffer) -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: opcode, maskKey: role == .client ? .random() : nil, data: data)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        let hold = state.withLockedValue { s -> Bool in
+            if s.paused { s.readHeld = true }
+            return s.paused
+        }
+        if !hold { context.read() }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         state.withLockedValue { $0.lastInbound = .now() }
         switch frame.opcode {
-        case .text:
-            continuation.yield(.text(Array(buffer: frame.unmaskedData)))
-        case .binary:
-            continuation.yield(.binary(Array(buffer: frame.unmaskedData)))
+        case .text, .binary:
+            let bytes = Array(buffer: frame.unmaskedData)
+            let message: TransportMessage = frame.opcode == .text ? .text(bytes) : .binary(bytes)
+            if !inbox.yield(message) { state.withLockedValue { $0.paused = true } }
         case .ping:
-            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(outgoing(.pong, frame.unmaskedData)), promise: nil)
         case .connectionClose:
             var data = frame.unmaskedData
             let code = data.readInteger(as: UInt16.self) ?? 1005
@@ -44,11 +84,11 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
                 defer { s.closeSent = true }
                 return !s.closeSent
             }
-            continuation.finish()
+            inbox.finish()
             if mustAnswer {
                 var echo = context.channel.allocator.buffer(capacity: 2)
                 echo.writeInteger(code == 1005 ? 1000 : code)
-                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: echo)))
+                context.writeAndFlush(wrapOutboundOut(outgoing(.connectionClose, echo)))
                     .whenComplete { _ in context.close(promise: nil) }
             } else {
                 context.close(promise: nil)
@@ -62,7 +102,7 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
         state.withLockedValue { s in
             if s.closeReason == nil { s.closeReason = CloseReason(code: 1006, reason: "connection dropped") }
         }
-        continuation.finish()
+        inbox.finish()
         context.fireChannelInactive()
     }
 
@@ -75,7 +115,7 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
                 s.closeReason = CloseReason(code: code, reason: "\(error)")
             }
         }
-        continuation.finish()
+        inbox.finish()
         context.close(promise: nil)
     }
 
@@ -89,7 +129,7 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
                 initiateClose(channel: channel, code: 1001, reason: "no answer to heartbeat for \(silent.nanoseconds / 1_000_000) ms")
                 return
             }
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: channel.allocator.buffer(capacity: 0)), promise: nil)
+            channel.writeAndFlush(outgoing(.ping, channel.allocator.buffer(capacity: 0)), promise: nil)
         }
         channel.closeFuture.whenComplete { _ in task.cancel() }
     }
@@ -102,12 +142,45 @@ final class WebSocketBridge: ChannelInboundHandler, Sendable {
             if s.closeReason == nil { s.closeReason = CloseReason(code: code, reason: reason) }
             return !s.closeSent
         }
+        inbox.finish()
         guard first else { return }
         var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code)
         data.writeString(String(reason.prefix(120)))
-        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
+        channel.writeAndFlush(outgoing(.connectionClose, data), promise: nil)
         // The peer should answer and close; don't wait for ever if it does not.
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+    }
+}
+
+/// Sits before the frame aggregator (which drops the mask bit of frames it reassembles) and
+/// enforces RFC 6455 §5.1: a server closes with 1002 on an unmasked frame from its client, a
+/// client on a masked frame from its server. After that, nothing more is read.
+final class MaskingRule: ChannelInboundHandler, Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+
+    private let bridge: WebSocketBridge
+    private let violated = NIOLockedValueBox(false)
+
+    init(bridge: WebSocketBridge) { self.bridge = bridge }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !violated.withLockedValue({ $0 }) else { return }
+        let frame = unwrapInboundIn(data)
+        let masked = frame.maskKey != nil
+        switch (bridge.role, masked) {
+        case (.server, false):
+            refuse(context, "a client's frames must be masked (RFC 6455 section 5.1)")
+        case (.client, true):
+            refuse(context, "a server's frames must not be masked (RFC 6455 section 5.1)")
+        default:
+            context.fireChannelRead(data)
+        }
+    }
+
+    private func refuse(_ context: ChannelHandlerContext, _ reason: String) {
+        violated.withLockedValue { $0 = true }
+        bridge.initiateClose(channel: context.channel, code: 1002, reason: reason)
     }
 }

@@ -16,8 +16,9 @@ public enum TransportMessage: Sendable, Equatable {
 /// A message-framed connection to a peer: what the replication logic needs from a transport
 /// (the WebSocket of `FerryNet` today; a BLIP framing or an in-memory pair could serve too).
 public protocol MessageTransport: Sendable {
-    /// Incoming messages, in order; finishes when the connection closes.
-    var inbound: AsyncStream<TransportMessage> { get }
+    /// Incoming messages, in order; finishes when the connection closes. Bounded: while it is
+    /// full the transport reads nothing more from the peer.
+    var inbound: TransportInbox { get }
     /// Queues a message behind every message queued before it and returns at once: the order
     /// of the calls is the order on the wire. (It is not `async` on purpose: an async send
     /// starts off the caller's actor, so two sends from one actor could swap.) Wait on the

@@ -102,10 +102,11 @@ public final class Replicator: Sendable {
         var failures = 0
         while true {
             set { $0.activity = .connecting; $0.retryInSeconds = nil }
+            var opened = false
             do {
                 try Task.checkCancellation()
                 let transport = try await connect()
-                try await runSession(on: transport) { failures = 0 }
+                try await runSession(on: transport) { opened = true }
                 set { $0.activity = .stopped; $0.lastError = nil }
                 return status.totals
             } catch {
@@ -115,6 +116,13 @@ public final class Replicator: Sendable {
                 }
                 let kind = (error as? ClassifiedFailure)?.failureKind ?? .transient
                 let message = "\(error)"
+                // A session that moved something or caught up resets the count; one that only
+                // said hello does not (a peer answering every revision with 503 must not make
+                // a one-shot sync retry for ever, nor every 0.5 s).
+                let current = status.current
+                if opened && (current.revisionsReceived + current.revisionsSent > 0 || current.pullCaughtUp || current.pushCaughtUp) {
+                    failures = 0
+                }
                 failures += 1
                 let giveUp = kind != .transient || (!configuration.continuous && failures >= configuration.maxAttempts)
                 set { $0.lastError = message }

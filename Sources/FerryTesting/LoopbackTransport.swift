@@ -6,8 +6,7 @@ import Foundation
 /// and reason on both. Lets a test speak for a peer, frame by frame, without sockets.
 public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
     /// What the other end sent.
-    public let inbound: AsyncStream<TransportMessage>
-    private let ownSink: AsyncStream<TransportMessage>.Continuation
+    public let inbound = TransportInbox(highWater: .max, highWaterBytes: .max)
     private var peer: LoopbackTransport?
     private let lock = NSLock()
     private var reason: String?
@@ -15,7 +14,6 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
     private let jitter: Duration
 
     private init(jitter: Duration) {
-        (inbound, ownSink) = AsyncStream<TransportMessage>.makeStream()
         self.jitter = jitter
     }
 
@@ -37,7 +35,7 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
 
     private func deliver(_ message: TransportMessage) throws {
         guard lock.withLock({ reason == nil }) else { throw CocoaError(.fileWriteUnknown) }
-        ownSink.yield(message)
+        inbound.yield(message)
     }
 
     /// Delivers a message to the other end at once.
@@ -64,7 +62,7 @@ public final class LoopbackTransport: MessageTransport, @unchecked Sendable {
             defer { if reason == nil { reason = why } }
             return reason == nil
         }
-        if first { ownSink.finish() }
+        if first { inbound.finish() }
     }
 
     /// "code: reason" once closed.
@@ -86,7 +84,7 @@ public final class CutLoopbackTransport: MessageTransport, @unchecked Sendable {
     }
 
     /// What the other end sent.
-    public var inbound: AsyncStream<TransportMessage> { end.inbound }
+    public var inbound: TransportInbox { end.inbound }
 
     /// Sends, or cuts the connection when the limit is reached.
     public func enqueue(_ message: TransportMessage) -> TransportWrite {

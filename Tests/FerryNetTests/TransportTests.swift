@@ -126,7 +126,7 @@ import FerryProtocol
         #expect(reason.code == 1001 && reason.reason == "listener stopped", "\(reason)")
         // And then nothing listens there: connecting is a transient failure.
         do {
-            _ = try await Dialer.connect(to: url(listener), connectTimeout: .seconds(2))
+            _ = try await Dialer.connect(to: url(listener), stageTimeout: .seconds(2))
             Issue.record("connected to a stopped listener")
         } catch let error as DialError {
             #expect(error.kind == .unreachable && error.isTransient)

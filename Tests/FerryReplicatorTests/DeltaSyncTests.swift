@@ -30,7 +30,7 @@ import FerryTesting
             self.inner = inner
             self.rewrite = rewrite
         }
-        var inbound: AsyncStream<TransportMessage> { inner.inbound }
+        var inbound: TransportInbox { inner.inbound }
         func enqueue(_ message: TransportMessage) -> TransportWrite {
             guard case .text(let bytes) = message else { return inner.enqueue(message) }
             return inner.enqueue(.text(rewrite(bytes)))

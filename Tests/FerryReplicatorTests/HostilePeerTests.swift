@@ -15,7 +15,7 @@ import FerryTesting
     struct FakePeer {
         let transport: LoopbackTransport
         var machine = ConnectionStateMachine(role: .passive, localPeer: "liar", database: "inventory")
-        var iterator: AsyncStream<TransportMessage>.AsyncIterator
+        var iterator: TransportInbox.AsyncIterator
 
         init(_ transport: LoopbackTransport) {
             self.transport = transport

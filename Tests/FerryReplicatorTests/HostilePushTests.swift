@@ -20,7 +20,7 @@ import FerryTesting
         let session: PeerSession
         let running: Task<Void, Never>
         var machine: ConnectionStateMachine
-        var iterator: AsyncStream<TransportMessage>.AsyncIterator
+        var iterator: TransportInbox.AsyncIterator
 
         init(peerID: String = "liar", sharing other: Listener? = nil, readOnly: Bool = false) throws {
             folder = other?.folder ?? tmp.appending("inventory")

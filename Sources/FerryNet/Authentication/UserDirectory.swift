@@ -21,6 +21,9 @@ public final class UserDirectory: Sendable {
     }
 
     private let users: [String: Secret]
+    /// A hash checked when the user is unknown, so that an unknown user costs what a known
+    /// one does and user names cannot be probed by timing (nil when no user has a hash).
+    private let decoy: PasswordHash?
     /// Successful checks of hashed passwords, so that a reconnecting replicator does not pay
     /// PBKDF2's deliberate cost (tens of milliseconds) on every connection.
     private let verified = NIOLockedValueBox<Set<[UInt8]>>([])
@@ -64,6 +67,8 @@ public final class UserDirectory: Sendable {
             }
         }
         self.users = users
+        let rounds = users.values.compactMap { if case .hashed(let h) = $0 { h.rounds } else { nil } }.max()
+        self.decoy = rounds.flatMap { try? PasswordHash(password: "decoy", salt: Array(repeating: 0x5A, count: 16), rounds: $0) }
     }
 
     /// Number of users.
@@ -72,7 +77,10 @@ public final class UserDirectory: Sendable {
     /// True when `user` exists and `password` is theirs. Unknown users and wrong passwords
     /// are indistinguishable to the caller.
     public func check(user: String?, password: String?) -> Bool {
-        guard let user, let password, let secret = users[user] else { return false }
+        guard let user, let password, let secret = users[user] else {
+            _ = decoy?.verify(password ?? "")
+            return false
+        }
         switch secret {
         case .plain(let expected):
             return constantTimeEqual(Array(password.utf8), expected)
@@ -86,6 +94,16 @@ public final class UserDirectory: Sendable {
         }
     }
 
+    /// True, cheaply, when this user and password were verified before (no PBKDF2).
+    public func wasVerified(user: String?, password: String?) -> Bool {
+        guard let user, let password, case .hashed = users[user] else { return false }
+        let token = Array(SHA256.hash(data: Array("\(user)\u{0}\(password)".utf8)))
+        return verified.withLockedValue { $0.contains(token) }
+    }
+
     /// This directory as a listener's password check.
     public var passwordCheck: PasswordCheck { { [self] user, password in self.check(user: user, password: password) } }
+
+    /// This directory's cheap check of credentials verified before.
+    public var recentlyVerified: PasswordCheck { { [self] user, password in self.wasVerified(user: user, password: password) } }
 }

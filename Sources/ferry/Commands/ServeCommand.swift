@@ -41,6 +41,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.settle = .milliseconds(settleMs)
         config.openSettle = .milliseconds(openSettleMs)
         config.listen = try listener.resolve()
+        config.listen?.heartbeat = .milliseconds(Int(client.heartbeat * 1000))
         config.peers = try peers.map { try client.endpoint($0, direction: .both) }
         config.discoveryOptions.advertise = !listener.noAdvertise
         config.discoveryOptions.serviceType = listener.serviceType

@@ -87,6 +87,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds between heartbeats; a peer silent for two is taken as gone.", valueName: "seconds"))
     var heartbeat: Double = 30
 
+    @Option(help: ArgumentHelp("Seconds each stage of a connection (TCP connect, TLS handshake, WebSocket upgrade) may take.", valueName: "seconds"))
+    var connectTimeout: Double = 10
+
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
     var docIDs: [String] = []
 
@@ -107,7 +110,9 @@ struct ClientOptions: ParsableArguments {
 
     func validate() throws {
         guard maxAttempts >= 1 else { throw ValidationError("--max-attempts must be at least 1") }
-        guard maxAttemptWait > 0, heartbeat > 0 else { throw ValidationError("--max-attempt-wait and --heartbeat must be positive") }
+        guard maxAttemptWait > 0, heartbeat > 0, connectTimeout > 0 else {
+            throw ValidationError("--max-attempt-wait, --heartbeat and --connect-timeout must be positive")
+        }
         if passwordFile != nil && user == nil { throw ValidationError("--password-file needs --user") }
         if [pin != nil, acceptSelfSigned, caFile != nil].filter({ $0 }).count > 1 {
             throw ValidationError("choose one of --pin, --accept-self-signed and --ca-file")
@@ -124,6 +129,7 @@ struct ClientOptions: ParsableArguments {
         peer.maxAttempts = maxAttempts
         peer.maxAttemptWait = .milliseconds(Int(maxAttemptWait * 1000))
         peer.heartbeat = .milliseconds(Int(heartbeat * 1000))
+        peer.connectTimeout = .milliseconds(Int(connectTimeout * 1000))
         if !docIDs.isEmpty {
             peer.docIDs = try docIDs.map { id in
                 do { return try DocumentID(id) } catch { throw CLIError("--doc-id \(id): \(error)", exitCode: 2) }

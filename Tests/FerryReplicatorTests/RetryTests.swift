@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import FerryCore
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import FerryTesting
+
+/// Issue 18: a peer that says hello and then answers every revision with 503 (a full disk) must
+/// not keep a one-shot replication retrying for ever: a session that moved nothing counts as a
+/// failed attempt, so `maxAttempts` and the backoff hold.
+@Suite struct RetryTests {
+    /// Plays a passive peer on `transport`: hello, no checkpoint, every change wanted, every
+    /// revision refused with 503.
+    static func refuseEveryRevision(_ transport: LoopbackTransport) async {
+        var machine = ConnectionStateMachine(role: .passive, localPeer: "full-disk", database: "inventory")
+        var iterator = transport.inbound.makeAsyncIterator()
+        while let message = await iterator.next() {
+            guard case .text(let bytes) = message else { continue }
+            let reply: Frame?
+            switch machine.receiveText(bytes) {
+            case .send(let frame): reply = frame
+            case .request(let n, let noReply, let request):
+                guard !noReply else { continue }
+                switch request {
+                case .getCheckpoint: reply = .response(to: n, .error(status: 404, message: "no checkpoint"))
+                case .changes(let entries): reply = .response(to: n, .changes(entries.map { _ in .wanted(knownAncestors: []) }, maxHistory: nil))
+                case .rev: reply = .response(to: n, .error(status: 503, message: "no space left on device"))
+                default: reply = .response(to: n, .ok)
+                }
+            default: reply = nil
+            }
+            if let reply { _ = transport.enqueue(.text(FrameCodec.encode(reply))) }
+        }
+    }
+
+    @Test func aPeerThatRefusesEveryRevisionWith503StopsAOneShotPushAfterMaxAttempts() async throws {
+        let tmp = TemporaryDirectory()
+        let store = try FolderStore.create(at: tmp.appending("a"), name: "inventory")
+        try Data("{\"x\": 1}\n".utf8).write(to: URL(fileURLWithPath: tmp.appending("a") + "/doc.json"))
+        _ = try store.scanAndRecord()
+        let shared = SharedStore(store)
+        let sessions = Mutex(0)
+        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
+        configuration.direction = .push
+        configuration.maxAttempts = 3
+        configuration.firstAttemptWait = .milliseconds(10)
+        configuration.maxAttemptWait = .milliseconds(40)
+        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
+            sessions.withLock { $0 += 1 }
+            let (ours, theirs) = LoopbackTransport.pair()
+            Task { await Self.refuseEveryRevision(theirs) }
+            return ours
+        }, logger: logger)
+        let outcome = Task { try await replicator.run() }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            outcome.cancel()
+        }
+        defer { watchdog.cancel() }
+        var failed = false
+        do { _ = try await outcome.value } catch { failed = true }
+        #expect(failed, "the push did not fail")
+        #expect(sessions.withLock { $0 } == 3, "\(sessions.withLock { $0 }) sessions for --max-attempts 3")
+    }
+}
