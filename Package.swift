@@ -8,6 +8,9 @@ let package = Package(
         .executable(name: "ferry", targets: ["ferry"]),
         .executable(name: "ferry-bench", targets: ["FerryBench"]),
         .executable(name: "ferry-sim", targets: ["FerrySim"]),
+        // For the fuzz targets in Fuzz/, a package of their own.
+        .library(name: "FerryCore", targets: ["FerryCore"]),
+        .library(name: "FerryProtocol", targets: ["FerryProtocol"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -17,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
@@ -42,7 +46,10 @@ let package = Package(
         .target(name: "FerryDiscovery", dependencies: ["CDNSSD", "FerryCore"]),
         .target(name: "FerryReplicator", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryNet", "FerryProtocol", "FerryReplicator", "FerryDiscovery", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryAgent", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryNet", "FerryProtocol", "FerryReplicator", "FerryDiscovery",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "CSpawn"),
         .target(name: "FerryTesting", dependencies: ["CSpawn", "FerryCore", "FerryStore", "FerryProtocol"]),
         .executableTarget(name: "ferry", dependencies: [

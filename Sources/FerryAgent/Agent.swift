@@ -7,6 +7,7 @@ import FerryStore
 import FerryWatch
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// How to run the agent.
 public struct AgentConfiguration: Sendable {
@@ -39,15 +40,17 @@ public struct AgentConfiguration: Sendable {
 /// side), all over one shared store, until stopped. `ferry status` asks it through the
 /// control socket.
 ///
-/// Shutdown is cooperative: `stop()` ends the watcher's stream; the agent then closes the
-/// listener (a close frame to every peer), cancels its replicators (each closes its
-/// connection) and saves the stat cache.
+/// Its parts run as services of a `ServiceGroup` (swift-service-lifecycle): `stop()` shuts
+/// them down gracefully in reverse start order — control socket, discovery, replications,
+/// listener (a close frame to every peer), then the watcher, which records what is still
+/// queued and saves the stat cache; `forceStop()` (a second signal) cancels them all.
 public final class Agent: @unchecked Sendable {
     /// The configuration.
     public let configuration: AgentConfiguration
     let logger: Logger
     private let stopLock = NSLock()
     private var watcher: FolderWatcher?
+    private var group: (services: ServiceGroup, task: Task<Void, any Error>)?
     private var stopRequested = false
 
     /// An agent; nothing runs until `run()`.
@@ -99,44 +102,56 @@ public final class Agent: @unchecked Sendable {
         for peer in configuration.peers { replicators.add(peer, makeReplicator(peer, shared)) }
         let advertisement = await advertise(listener, shared: shared)
         let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators)
+
+        // Started in this order, stopped in the reverse one (ServiceGroup's graceful shutdown):
+        // status and discovery go first, then the replications and the listener close their
+        // connections, and the folder is recorded until the very end.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: FolderIndexingService(stream: stream, watcher: watcher, shared: shared, logger: logger),
+                  successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
+        ]
+        if let listener {
+            let service = ListenerService(listener: listener, accepted: accepted, shared: shared,
+                                          readOnly: configuration.listen?.readOnly ?? false,
+                                          features: configuration.listen?.deltaSync == true ? [ProtocolFeature.delta] : [],
+                                          logger: logger)
+            services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        for (_, replicator) in replicators.all {
+            services.append(.init(service: ReplicationService(replicator: replicator), successTerminationBehavior: .ignore))
+        }
+        var discover: (@Sendable () async -> Void)?
+        if configuration.discoveryOptions.discover {
+            discover = { @Sendable in await self.discoverPeers(shared: shared, registry: replicators) }
+        }
+        services.append(.init(service: DiscoveryService(advertisement: advertisement, discover: discover),
+                              successTerminationBehavior: .ignore))
+        if let control { services.append(.init(service: ControlSocketService(control: control), successTerminationBehavior: .ignore)) }
+        var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = Self.gracefulShutdownLimit
+        groupConfiguration.maximumCancellationDuration = .seconds(5)
+        let group = ServiceGroup(configuration: groupConfiguration)
+
         configuration.onReady?(urls)
         logger.notice("watching", metadata: ["folder": "\(root)", "database": "\(shared.info.name)"])
-
-        await withDiscardingTaskGroup { group in
-            let readOnly = configuration.listen?.readOnly ?? false
-            let features = configuration.listen?.deltaSync == true ? [ProtocolFeature.delta] : []
-            let logger = self.logger
-            group.addTask {
-                await withDiscardingTaskGroup { sessions in
-                    for await connection in accepted {
-                        var sessionLogger = logger
-                        sessionLogger[metadataKey: "client"] = "\(connection.remoteDescription)"
-                        sessions.addTask {
-                            let session = PeerSession(transport: connection, shared: shared, role: .passive,
-                                                      readOnly: readOnly, features: features, logger: sessionLogger)
-                            await session.run()
-                        }
-                    }
-                }
-            }
-            for (_, replicator) in replicators.all {
-                group.addTask { _ = try? await replicator.run() }
-            }
-            if configuration.discoveryOptions.discover {
-                group.addTask { await self.discoverPeers(shared: shared, registry: replicators) }
-            }
-            await index(stream, into: shared, watcher: watcher)
-            // Stopping: peers first get a close frame, then everything else ends.
-            advertisement?.withdraw()
-            control?.stop()
-            await listener?.stop()
-            acceptSink.finish()
-            group.cancelAll()
+        let running = Task { try await group.run() }
+        let stopNow = stopLock.withLock { () -> Bool in
+            self.group = (group, running)
+            return stopRequested
         }
-        await shared.finishSubscribers()
-        try await shared.saveStatCache()
+        if stopNow { await group.triggerGracefulShutdown() }
+        defer { acceptSink.finish() }
+        do {
+            try await withTaskCancellationHandler { try await running.value } onCancel: { running.cancel() }
+        } catch {
+            logger.error("stopped without a clean shutdown", metadata: ["error": "\(error)"])
+            throw error
+        }
         logger.notice("stopped")
     }
+
+    /// How long a graceful shutdown may take before the services are cancelled.
+    static let gracefulShutdownLimit: Duration = .seconds(10)
 
     /// Opens the folder and records what changed while no agent ran.
     private func openAndScan(_ root: String) async throws -> SharedStore {
@@ -164,27 +179,6 @@ public final class Agent: @unchecked Sendable {
         // rename) is not a deletion until it has stayed away.
         store.deletionsAwaitWatcher = true
         return SharedStore(store)
-    }
-
-    /// Records every settled change until the watcher's stream ends.
-    private func index(_ stream: AsyncStream<WatchOutput>, into shared: SharedStore, watcher: FolderWatcher) async {
-        let logger = self.logger
-        var lastCacheSave = ContinuousClock.now
-        for await output in stream {
-            do {
-                try await shared.perform { store in
-                    _ = try Indexer(store: store, logger: logger, recheck: { watcher.recheck($0) }).handle(output)
-                }
-            } catch {
-                // A failed write (e.g. a full disk) loses nothing: the file stays as it is and
-                // is picked up again by the next event or the next start.
-                logger.error("could not record a change", metadata: ["error": "\(error)"])
-            }
-            if ContinuousClock.now - lastCacheSave > .seconds(5) {
-                try? await shared.saveStatCache()
-                lastCacheSave = ContinuousClock.now
-            }
-        }
     }
 
     private func startListener(_ options: ListenOptions, database: String,
@@ -247,12 +241,26 @@ public final class Agent: @unchecked Sendable {
         }
     }
 
-    /// Asks a running agent to stop; `run()` then returns.
+    /// Asks a running agent to stop gracefully; `run()` then returns.
     public func stop() {
-        let w = stopLock.withLock { () -> FolderWatcher? in
+        let (w, group) = stopLock.withLock { () -> (FolderWatcher?, ServiceGroup?) in
             stopRequested = true
-            return watcher
+            return (watcher, self.group?.services)
         }
-        w?.stop()
+        if let group {
+            Task { await group.triggerGracefulShutdown() }
+        } else {
+            w?.stop()  // still opening the folder: nothing else runs yet
+        }
+    }
+
+    /// Stops at once (a second signal): every service is cancelled, connections are closed
+    /// without waiting for their peers; what is on disk stays consistent.
+    public func forceStop() {
+        let task = stopLock.withLock { () -> Task<Void, any Error>? in
+            stopRequested = true
+            return group?.task
+        }
+        task?.cancel()
     }
 }

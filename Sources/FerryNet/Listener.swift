@@ -138,7 +138,12 @@ public final class Listener: Sendable {
         logins.shutdown()
         let open = registry.all
         for c in open { c.bridge.initiateClose(channel: c.channel, code: 1001, reason: "listener stopped") }
-        for c in open { try? await c.channel.closeFuture.get() }
+        // Each peer has 2 s to answer its close frame; cancelling (a forced stop) closes them now.
+        await withTaskCancellationHandler {
+            for c in open { try? await c.channel.closeFuture.get() }
+        } onCancel: {
+            for c in open { c.channel.close(promise: nil) }
+        }
     }
 }
 

@@ -320,6 +320,9 @@ extension PeerSession {
     /// Streams `length` bytes (nil: to the end) of an object from `offset` to the peer, as
     /// chunks of the `getAttachment` request `number`.
     func sendBlob(_ digest: BlobDigest, offset: Int, length: Int?, number: Int) async {
+        await withCheckedContinuation { budget.takeBlobTurn($0) }
+        defer { budget.endBlobTurn() }
+        guard !closed else { return }
         guard let fd = try? objects.open(digest) else {
             await respond(number, .error(status: 404, message: "no blob \(digest)"))
             return
@@ -382,7 +385,7 @@ extension PeerSession {
     /// Takes a `rev` that needs nothing fetched or rebuilt (no delta, every blob it names is
     /// here) straight into the inbox, without a task; the drain answers it. False for any
     /// other request, which is served by a task of its own.
-    func receiveAtOnce(number: Int, noReply: Bool, _ request: Request) -> Bool {
+    func receiveAtOnce(number: Int, noReply: Bool, _ request: Request, size: Int) -> Bool {
         guard case let .rev(doc, rev, history, _, body, merged) = request, !readOnly, !closed, arrivalOrder.isClear(doc),
               FolderStore.nameRefusal(doc) == nil else { return false }
         switch body {
@@ -396,7 +399,8 @@ extension PeerSession {
             return false
         }
         let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged)
-        inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply)))
+        inbox.append(ReceivedRevision(revision: remote, then: .answer(number: number, noReply: noReply), size: size))
+        budget.queued(size)
         inboxSignal?.yield()
         return true
     }
@@ -562,8 +566,10 @@ extension PeerSession {
                 case let .answer(number, noReply):
                     let incoming = item.revision.incoming
                     answerReceipt(number: number, noReply: noReply, doc: incoming.doc, rev: incoming.rev, result.mapError { ReceiveFailure($0) })
+                    budget.finished()
                 }
             }
+            budget.stored(group.reduce(0) { $0 + $1.size })
         }
     }
 }

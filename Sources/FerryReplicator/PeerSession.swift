@@ -81,6 +81,8 @@ public actor PeerSession {
     var caughtUpWaiter: AsyncStream<Int>.Continuation?
     /// Revisions received and waiting for the drain task.
     var inbox: [ReceivedRevision] = []
+    /// What the peer's requests hold here, bounded (`RequestBudget`).
+    var budget = RequestBudget()
     /// Revisions of one document reach the inbox in the order they arrived, even when one
     /// waits for blobs or a delta's base and the next does not (`ArrivalOrder`).
     var arrivalOrder = ArrivalOrder()
@@ -149,11 +151,22 @@ public actor PeerSession {
                 case .send(let frame): try? await write(.text(FrameCodec.encode(frame)))
                 case .opened: openedWaiter?.yield(true); openedWaiter?.finish()
                 case let .request(number, noReply, request):
-                    if !receiveAtOnce(number: number, noReply: noReply, request) {
+                    guard budget.admit() else {
+                        let reason = "more than \(RequestBudget.maxRequests) requests in flight"
+                        localCloseReason = "the peer sent \(reason)"
+                        logger.warning("closing connection", metadata: ["code": "1008", "reason": "\(reason)"])
+                        await transport.close(code: 1008, reason: reason)
+                        continue
+                    }
+                    if !receiveAtOnce(number: number, noReply: noReply, request, size: message.bytes.count) {
                         var ticket: Int?
                         if case .rev(let doc, _, _, _, _, _) = request, !readOnly { ticket = arrivalOrder.take(doc) }
-                        group.addTask { await self.serve(number: number, noReply: noReply, request, ticket: ticket) }
+                        group.addTask {
+                            await self.serve(number: number, noReply: noReply, request, ticket: ticket)
+                            await self.requestFinished()
+                        }
                     }
+                    if budget.storeQueueIsFull { await withCheckedContinuation { budget.waitForRoom($0) } }
                 case let .response(to, _, response):
                     responders.removeValue(forKey: to).map { $0.yield(response); $0.finish() }
                 case .chunk(let chunk):
@@ -176,8 +189,11 @@ public actor PeerSession {
         await shared.resolvePendingConflicts()
     }
 
+    private func requestFinished() { budget.finished() }
+
     private func finishAll() {
         closed = true
+        budget.releaseAll()
         for (_, r) in responders { r.finish() }
         responders.removeAll()
         for (_, c) in chunkSinks { c.finish() }
@@ -263,6 +279,9 @@ public actor PeerSession {
 struct ReceivedRevision {
     var revision: RemoteRevision
     var then: AfterStoring
+    /// Its request's size on the wire when it counts in `RequestBudget`'s store queue (0 when
+    /// a serving task holds it and counts it as a request).
+    var size = 0
 }
 
 /// Keeps the revisions of each document in the order they arrived on their way to the store:

@@ -98,6 +98,32 @@ import FerryTesting
         #expect(status == 0 && took < 2, "serve took \(took) s to stop (status \(status))")
     }
 
+    /// A peer that never answers the close frame holds a graceful stop for its 2 s; a second
+    /// signal ends `serve` at once (swift-service-lifecycle cancels the services).
+    @Test func aSecondSignalStopsServeWithoutWaitingForPeers() throws {
+        let sandbox = try UserSandbox()
+        for signals in [1, 2] {
+            let (_, listener) = try Self.sampleListener(sandbox)
+            let url = try #require(listener.url)
+            let deaf = try EdgePeer(sandbox, ["deaf", "--url", url, "--seconds", "30"])
+            #expect(eventually(5) { deaf.text.contains("\"upgraded\": true") }, "\(deaf.text)")
+            let started = Date()
+            listener.process.signal(SIGTERM)
+            if signals == 2 {
+                usleep(300_000)
+                listener.process.signal(SIGTERM)
+            }
+            #expect(listener.process.wait(timeout: 10))
+            let took = Date().timeIntervalSince(started)
+            if signals == 1 {
+                #expect(listener.process.exitStatus == 0 && took >= 1.8, "one signal: stopped after \(took) s")
+            } else {
+                #expect(took < 1.2 && listener.log().contains("second signal"), "two signals: stopped after \(took) s\n\(listener.log())")
+            }
+            try FileManager.default.removeItem(atPath: sandbox.path("a"))
+        }
+    }
+
     @Test func aOneShotSyncAgainstA503StopsAfterMaxAttempts() throws {
         let sandbox = try UserSandbox()
         let server = try EdgePeer(sandbox, ["status", "--code", "503", "--seconds", "60"])
@@ -157,5 +183,61 @@ import FerryTesting
         #expect(eventually(10) { FileManager.default.fileExists(atPath: "\(b)/after.json") })
         _ = replicator.stop()
         #expect(listener.stop() == 0)
+    }
+
+    /// The listener's resident memory in MB.
+    static func residentMB(_ pid: pid_t) -> Double {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Double(line.split(separator: " ").dropFirst().first ?? "0").map { $0 / 1024 } ?? 0
+    }
+
+    /// A peer that floods requests without reading answers, and one that asks for a 200 MiB
+    /// blob and never reads it: the listener's memory stays bounded, the flooder is cut off
+    /// (1008) and a real peer's edits keep arriving quickly.
+    @Test func aFloodingPeerAndAPeerThatNeverReadsStayBoundedWhileARealPeerSyncs() throws {
+        let sandbox = try UserSandbox()
+        let a = sandbox.path("a")
+        #expect(try sandbox.ferry(["init", a, "--sample"], in: sandbox.root).status == 0)
+        #expect(try sandbox.shell("head -c 209715200 /dev/urandom > \(a)/big.bin").status == 0)
+        let digest = "sha256-" + (try sandbox.shell("sha256sum \(a)/big.bin | cut -c1-64").stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let agent = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+        let url = try #require(agent.url)
+        let b = sandbox.path("b")
+        #expect(try sandbox.ferry(["init", b], in: sandbox.root).status == 0)
+        let replicator = try sandbox.agent(folder: b, arguments: ["--no-listen", "--peer", url, "--max-attempt-wait", "0.5"])
+        #expect(eventually(60) { FolderComparison.differences(a, b).isEmpty }, "the folder did not arrive")
+        let baseline = Self.residentMB(agent.pid)
+
+        let slow = try EdgePeer(sandbox, ["slowblob", "--url", url, "--digest", digest, "--seconds", "20"])
+        let flood = try EdgePeer(sandbox, ["requests", "--url", url, "--count", "200000"])
+        #expect(eventually(10) { slow.text.contains("asked") }, "\(slow.text)")
+        var peak = baseline
+        var latencies: [Double] = []
+        for i in 0..<20 {
+            let started = Date()
+            #expect(try sandbox.shell("echo '{\"edit\": \(i)}' > \(a)/edit-\(i).json").status == 0)
+            let arrived = eventually(10) { FileManager.default.fileExists(atPath: "\(b)/edit-\(i).json") }
+            latencies.append(Date().timeIntervalSince(started) * 1000)
+            #expect(arrived, "edit \(i) did not arrive during the flood")
+            peak = max(peak, Self.residentMB(agent.pid))
+            usleep(100_000)
+        }
+        #expect(flood.process.wait(timeout: 60), "the flood did not end: \(flood.text)")
+        peak = max(peak, Self.residentMB(agent.pid))
+        #expect(slow.process.wait(timeout: 30))
+        usleep(2_000_000)
+        let after = Self.residentMB(agent.pid)
+        let sorted = latencies.sorted()
+        print("listener RSS (MB): baseline \(Int(baseline)), peak \(Int(peak)) under a request flood and a 200 MiB blob never read, "
+              + "after \(Int(after)); edit → peer (ms) \(latencies.map { Int($0) }); flood: \(flood.text)")
+        #expect(peak < 150, "listener RSS peaked at \(peak) MB")
+        #expect(after < baseline + 30, "listener RSS \(after) MB after the flood, \(baseline) MB before")
+        // While the flood lasts (its first 2 s) an edit can wait for the flooder's burst; the
+        // goal of 50 ms at p99 is not met yet (docs/performance.md).
+        #expect(sorted[sorted.count / 2] < 100 && sorted.last! < 1_000, "edits reached the peer in \(latencies) ms")
+        #expect(agent.log().contains("requests in flight"), "the flooder was not cut off")
+        _ = replicator.stop()
+        #expect(agent.stop() == 0)
     }
 }

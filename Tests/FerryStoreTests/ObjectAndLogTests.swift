@@ -63,6 +63,19 @@ import FerryTesting
         #expect(try !reader.verify().isClean)
     }
 
+    /// Found by the FuzzLogLines target: the fast line decoder took the last of two equal keys,
+    /// and numbers with leading zeros, where the general parser refuses the line.
+    @Test(arguments: [(#"s/"size":/"size":1,"size":/"#, "duplicate key"), (#"s/"size":/"size":0/"#, "leading zero")])
+    func aLineTheJSONParserRefusesIsDamagedWhicheverDecoderReadsIt(edit: String, reason: String) throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        for i in 0..<3 { try f.store.recordLocalJSON(doc, ["n": .int(i)]) }
+        _ = try FerryProcess.shell("sed -i '2\(edit)' " + f.store.layout.logFile)
+        let reader = try FolderStore.open(at: f.root, writable: false)
+        #expect(reader.damagedLogLines.map(\.line) == [2])
+        #expect(reader.damagedLogLines.first?.reason.contains(reason) == true, "\(reader.damagedLogLines)")
+    }
+
     @Test func aSecondWriterIsRefused() throws {
         let f = try TestFolder()
         do {

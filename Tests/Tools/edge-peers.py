@@ -14,6 +14,13 @@ frames from a server, RFC 6455 section 5.1) or plain sockets.
         Upgrades, then sends one unmasked text frame; prints the close code it gets.
     edge-peers.py flood --url ws://127.0.0.1:P/DB --attempts N --concurrency C --user U
         N upgrade requests with a wrong password, C at a time, each given up after 0.3 s.
+    edge-peers.py deaf --url ws://127.0.0.1:P/DB --seconds S
+        Upgrades, then reads nothing for S seconds (a close frame is never answered).
+    edge-peers.py requests --url ws://127.0.0.1:P/DB --count N
+        After hello, sends N getCheckpoint requests as fast as ferry takes them and reads no
+        answer; prints how many went out and how the connection ended.
+    edge-peers.py slowblob --url ws://127.0.0.1:P/DB --digest sha256-HEX --seconds S
+        After hello, asks for a whole blob and reads none of it for S seconds.
     edge-peers.py idle --url ws://127.0.0.1:P/DB --connections N --seconds S
         Opens N TCP connections that send nothing, holds them S seconds.
 
@@ -121,15 +128,22 @@ def upgrade_request(url, authorization=None):
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def unmasked(args):
-    u = urlparse(args.url)
+def raw_upgrade(url):
+    """A plain socket through the upgrade: the socket and the answer's status line."""
+    u = urlparse(url)
     s = socket.create_connection((u.hostname, u.port), timeout=5)
-    s.sendall(upgrade_request(args.url))
+    s.sendall(upgrade_request(url))
     head = b""
     while b"\r\n\r\n" not in head:
         head += s.recv(1)
-    if b" 101 " not in head.split(b"\r\n")[0]:
-        print(json.dumps({"error": head.split(b"\r\n")[0].decode()}))
+    return s, head.split(b"\r\n")[0]
+
+
+def unmasked(args):
+    u = urlparse(args.url)
+    s, status = raw_upgrade(args.url)
+    if b" 101 " not in status:
+        print(json.dumps({"error": status.decode()}))
         return 1
     data = json.dumps({"type": "hello", "n": 1, "versions": [1], "peer": "unmasked", "db": u.path[1:]}).encode()
     s.sendall(bytes([0x81, 126]) + struct.pack(">H", len(data)) + data if len(data) >= 126 else bytes([0x81, len(data)]) + data)
@@ -177,6 +191,46 @@ async def flood(args):
     print(json.dumps({"answers": answers, "seconds": round(time.time() - start, 2)}))
 
 
+def deaf(args):
+    s, status = raw_upgrade(args.url)
+    print(json.dumps({"upgraded": b" 101 " in status}), flush=True)
+    time.sleep(args.seconds)
+    s.close()
+    return 0
+
+
+async def hello(args):
+    """A strict client (python3-websockets) past ferry's hello; it reads only that answer."""
+    database = urlparse(args.url).path[1:]
+    ws = await websockets.connect(args.url, subprotocols=["ferry-1"], max_size=None, max_queue=4)
+    await ws.send(json.dumps({"type": "hello", "n": 1, "versions": [1], "peer": "edge-peer", "db": database, "features": []}))
+    await ws.recv()
+    return ws
+
+
+async def requests(args):
+    ws = await hello(args)
+    sent = 0
+    started = time.time()
+    try:
+        for n in range(1, args.count + 1):
+            await asyncio.wait_for(ws.send(json.dumps({"type": "getCheckpoint", "n": n + 1, "client": "flood"})), 10)
+            sent += 1
+    except (websockets.ConnectionClosed, asyncio.TimeoutError, OSError):
+        pass
+    print(json.dumps({"sent": sent, "close": ws.close_code, "reason": ws.close_reason,
+                      "seconds": round(time.time() - started, 2)}), flush=True)
+    ws.transport.abort()
+
+
+async def slowblob(args):
+    ws = await hello(args)
+    await ws.send(json.dumps({"type": "getAttachment", "n": 2, "digest": args.digest}))
+    print(json.dumps({"asked": args.digest}), flush=True)
+    await asyncio.sleep(args.seconds)
+    ws.transport.abort()
+
+
 def idle(args):
     u = urlparse(args.url)
     held = []
@@ -191,7 +245,7 @@ def idle(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["proxy", "silent", "status", "unmasked", "flood", "idle"])
+    parser.add_argument("mode", choices=["proxy", "silent", "status", "unmasked", "flood", "deaf", "requests", "slowblob", "idle"])
     parser.add_argument("--listen")
     parser.add_argument("--to")
     parser.add_argument("--url")
@@ -203,6 +257,8 @@ def main():
     parser.add_argument("--user", default="alice")
     parser.add_argument("--connections", type=int, default=1100)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--count", type=int, default=100000)
+    parser.add_argument("--digest")
     args = parser.parse_args()
     if args.mode == "proxy":
         asyncio.run(proxy(args))
@@ -214,6 +270,12 @@ def main():
         return unmasked(args)
     elif args.mode == "flood":
         asyncio.run(flood(args))
+    elif args.mode == "deaf":
+        return deaf(args)
+    elif args.mode == "requests":
+        asyncio.run(requests(args))
+    elif args.mode == "slowblob":
+        asyncio.run(slowblob(args))
     else:
         idle(args)
     return 0

@@ -66,7 +66,9 @@ private struct FlatScanner {
             v = a
             pos += 1
         }
-        return pos > start ? v : nil
+        // JSON has no leading zeros: "0692" goes to the general parser, which refuses it.
+        guard pos > start, buf[start] != 48 || pos == start + 1 else { return nil }
+        return v
     }
 
     mutating func literal(_ word: StaticString) -> Bool {
@@ -87,11 +89,22 @@ private struct FlatScanner {
         k.count == name.utf8CodeUnitCount && memcmp(k.baseAddress!, name.utf8Start, k.count) == 0
     }
 
+    /// A bit per key for duplicate detection, distinct for each known key (an unknown key
+    /// ends the scan anyway; a clash would only send a line to the general parser).
+    static func fieldBit(_ k: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        1 << UInt64((Int(k[0]) &* 2 &+ Int(k[1]) &+ k.count) & 63)
+    }
+
     mutating func scanEntry() -> LogEntry.RawFields? {
         var f = LogEntry.RawFields()
         guard expect(UInt8(ascii: "{")) else { return nil }
+        // A key seen twice sends the line to the general parser, which refuses it.
+        var seen: UInt64 = 0
         while true {
-            guard let k = key() else { return nil }
+            guard let k = key(), k.count >= 2 else { return nil }
+            let bit = Self.fieldBit(k)
+            guard seen & bit == 0 else { return nil }
+            seen |= bit
             switch k.count {
             case 3 where Self.equals(k, "seq"): guard let v = int() else { return nil }; f.seq = v
             case 3 where Self.equals(k, "doc"): guard let v = string() else { return nil }; f.doc = v

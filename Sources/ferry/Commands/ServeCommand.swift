@@ -3,6 +3,7 @@ import Dispatch
 import FerryAgent
 import FerryStore
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -55,7 +56,18 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = folder.makeLogger(label: "ferry.serve")
         if !folder.verbose && ProcessInfo.processInfo.environment["FERRY_LOG"] == nil { logger.logLevel = .info }
         let agent = Agent(configuration: config, logger: logger)
-        let signals = onTerminationSignals { agent.stop() }
+        // The first SIGINT/SIGTERM stops gracefully (peers get close frames, the folder's state
+        // is saved); a second one, for when that takes too long, stops at once.
+        let received = Mutex(0)
+        let signals = onTerminationSignals { [logger] in
+            let count = received.withLock { n -> Int in n += 1; return n }
+            if count == 1 {
+                agent.stop()
+            } else if count == 2 {
+                logger.notice("second signal: stopping now, without waiting for peers")
+                agent.forceStop()
+            }
+        }
         defer { signals.forEach { $0.cancel() } }
         do {
             try await agent.run()

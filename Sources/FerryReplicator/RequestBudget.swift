@@ -1,0 +1,66 @@
+/// What a peer's requests may hold on this side at once. The socket is read only while the
+/// session's transport inbox has room; these bounds cover what leaves that inbox:
+/// - requests being handled (answered or not yet): past `maxRequests` the peer is cut off
+///   (a ferry pusher keeps two `changes` batches of revisions unanswered, far fewer);
+/// - bytes of received revisions queued for the store: above `maxQueuedRevisionBytes` the
+///   session stops reading until the store has taken some (it needs nothing from the peer
+///   to do so, so waiting cannot deadlock);
+/// - blob streams: one at a time per session, so a peer that does not read its chunks holds
+///   at most one chunk here, however many blobs it asks for.
+struct RequestBudget {
+    /// Most requests of the peer handled at once.
+    static let maxRequests = 2_048
+    /// Most bytes of received revisions waiting for the store.
+    static let maxQueuedRevisionBytes = 64 << 20
+
+    private(set) var requests = 0
+    private(set) var queuedRevisionBytes = 0
+    private var roomWaiter: CheckedContinuation<Void, Never>?
+    private var blobStreaming = false
+    private var blobWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Counts a request in; false when the peer is past `maxRequests`.
+    mutating func admit() -> Bool {
+        guard requests < Self.maxRequests else { return false }
+        requests += 1
+        return true
+    }
+
+    /// A request's handling ended.
+    mutating func finished() { requests -= 1 }
+
+    /// A received revision of `bytes` joined the store's queue.
+    mutating func queued(_ bytes: Int) { queuedRevisionBytes += bytes }
+
+    /// The store took revisions of `bytes`.
+    mutating func stored(_ bytes: Int) {
+        queuedRevisionBytes -= bytes
+        if queuedRevisionBytes <= Self.maxQueuedRevisionBytes { roomWaiter.take()?.resume() }
+    }
+
+    /// True when reading must wait for the store.
+    var storeQueueIsFull: Bool { queuedRevisionBytes > Self.maxQueuedRevisionBytes }
+
+    /// Parks the reading loop until the store queue has room.
+    mutating func waitForRoom(_ waiter: CheckedContinuation<Void, Never>) {
+        if storeQueueIsFull { roomWaiter = waiter } else { waiter.resume() }
+    }
+
+    /// Takes the blob turn, or parks `waiter` until it is free.
+    mutating func takeBlobTurn(_ waiter: CheckedContinuation<Void, Never>) {
+        if blobStreaming { blobWaiters.append(waiter) } else { blobStreaming = true; waiter.resume() }
+    }
+
+    /// Hands the blob turn to the next waiter.
+    mutating func endBlobTurn() {
+        if blobWaiters.isEmpty { blobStreaming = false } else { blobWaiters.removeFirst().resume() }
+    }
+
+    /// The connection ended: nobody waits any more.
+    mutating func releaseAll() {
+        roomWaiter.take()?.resume()
+        blobStreaming = false
+        for w in blobWaiters { w.resume() }
+        blobWaiters.removeAll()
+    }
+}
