@@ -7,9 +7,12 @@ import Foundation
 /// every child task then take turns on this one thread, so the same seed interleaves them
 /// the same way every time (FoundationDB's deterministic simulation, with the real code).
 /// Blocking calls (file I/O, the store waiting for its file worker) simply block the turn.
+/// An actor with an executor of its own (the shared store has a thread) escapes a task
+/// executor preference: such an actor is given `serialExecutor`, whose jobs take turns here.
 public final class SerialTaskExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
+    /// Jobs in turn order; an actor's jobs carry the actor's executor.
+    private var jobs: [(job: UnownedJob, actor: UnownedSerialExecutor?)] = []
     private var head = 0
     private var stopping = false
 
@@ -22,12 +25,19 @@ public final class SerialTaskExecutor: TaskExecutor, @unchecked Sendable {
 
     /// Queues a job behind every job queued before it.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
+        enqueue(UnownedJob(job), actor: nil)
+    }
+
+    fileprivate func enqueue(_ job: UnownedJob, actor: UnownedSerialExecutor?) {
         condition.lock()
-        jobs.append(unowned)
+        jobs.append((job, actor))
         condition.signal()
         condition.unlock()
     }
+
+    /// A serial executor whose jobs take their turns on this thread, for an actor that
+    /// would otherwise run on an executor of its own.
+    public var serialExecutor: any SerialExecutor { TurnTakingSerialExecutor(turns: self) }
 
     /// Ends the thread once the jobs queued so far have run.
     public func shutdown() {
@@ -45,14 +55,29 @@ public final class SerialTaskExecutor: TaskExecutor, @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            let job = jobs[head]
+            let (job, actor) = jobs[head]
             head += 1
             if head > 1024 && head * 2 > jobs.count {
                 jobs.removeFirst(head)
                 head = 0
             }
             condition.unlock()
-            job.runSynchronously(on: asUnownedTaskExecutor())
+            if let actor {
+                job.runSynchronously(isolatedTo: actor, taskExecutor: asUnownedTaskExecutor())
+            } else {
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
         }
+    }
+}
+
+/// An actor's serial executor whose jobs take turns on a `SerialTaskExecutor`'s thread.
+private final class TurnTakingSerialExecutor: SerialExecutor {
+    let turns: SerialTaskExecutor
+
+    init(turns: SerialTaskExecutor) { self.turns = turns }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        turns.enqueue(UnownedJob(job), actor: asUnownedSerialExecutor())
     }
 }

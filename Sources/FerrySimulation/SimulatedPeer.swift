@@ -26,16 +26,19 @@ final class SimulatedPeer {
     var shared: SharedStore { open! }
     private var open: SharedStore?
     private let clock: SimulatedClock
+    private let storeExecutor: (any SerialExecutor)?
 
-    /// Creates `root` as a ferry folder whose id names the peer.
-    init(index: Int, root: String, clock: SimulatedClock) throws {
+    /// Creates `root` as a ferry folder whose id names the peer; its store runs on
+    /// `storeExecutor` when given.
+    init(index: Int, root: String, clock: SimulatedClock, storeExecutor: (any SerialExecutor)?) throws {
         self.index = index
         self.root = root
         self.clock = clock
+        self.storeExecutor = storeExecutor
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let store = try FolderStore.create(at: root, name: "sim", id: "peer-\(index)")
         store.clock = { [clock] in clock.now }
-        open = SharedStore(store)
+        open = SharedStore(store, executor: storeExecutor)
     }
 
     /// Closes the folder and opens it again, as a restarted agent does: the log is read back,
@@ -45,7 +48,7 @@ final class SimulatedPeer {
         let store = try FolderStore.open(at: root, writable: true)
         store.clock = { [clock] in clock.now }
         _ = try store.batch { try store.scanAndRecord() }
-        open = SharedStore(store)
+        open = SharedStore(store, executor: storeExecutor)
     }
 
     /// The path of a document's file.

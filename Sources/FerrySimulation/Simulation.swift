@@ -70,6 +70,8 @@ public final class Simulation {
     private var rng: SeededGenerator
     private let base: TemporaryDirectory
     private let clock = SimulatedClock()
+    /// Where the peers' stores run (the run's turn-taking thread; nil: threads of their own).
+    private let storeExecutor: (any SerialExecutor)?
     private var peers: [SimulatedPeer] = []
     private var edges: [(Int, Int)] = []
     private var history = EditHistory()
@@ -78,8 +80,9 @@ public final class Simulation {
     private let quiet = Logger(label: "ferry.sim", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// A simulation for `seed`, its folders under `directory` (a RAM-backed one by default).
-    public init(seed: UInt64, directory: String? = nil) {
+    public init(seed: UInt64, directory: String? = nil, storeExecutor: (any SerialExecutor)? = nil) {
         self.seed = seed
+        self.storeExecutor = storeExecutor
         // Mixed first: SplitMix64 streams from nearby states are shifted copies of each other.
         var mixer = SeededGenerator(seed: seed)
         self.rng = SeededGenerator(seed: mixer.next())
@@ -96,7 +99,7 @@ public final class Simulation {
         let executor = SerialTaskExecutor(name: "ferry-sim-\(seed)")
         defer { executor.shutdown() }
         return await withTaskExecutorPreference(executor) {
-            await Simulation(seed: seed, directory: directory).run()
+            await Simulation(seed: seed, directory: directory, storeExecutor: executor.serialExecutor).run()
         }
     }
 
@@ -108,7 +111,7 @@ public final class Simulation {
         let topology = Topology.allCases[Int(rng.next() % 3)]
         edges = topology.edges(peers: count, rng: &rng)
         do {
-            for i in 0..<count { peers.append(try SimulatedPeer(index: i, root: base.appending("peer\(i)"), clock: clock)) }
+            for i in 0..<count { peers.append(try SimulatedPeer(index: i, root: base.appending("peer\(i)"), clock: clock, storeExecutor: storeExecutor)) }
             note("\(count) peers, \(topology.rawValue): \(edges.map { "\($0.0)-\($0.1)" }.joined(separator: " "))")
             let steps = 12 + count * 6
             for step in 0..<steps {

@@ -7,7 +7,8 @@ import FerryCore
 /// connection of the listener and every replicator reach the one `FolderStore` through this
 /// actor, one at a time (GRDB's rule: open a database file only once). It tells subscribers
 /// when the log grew, which is what continuous replication waits on, and applies revisions
-/// from peers in groups, so that many arriving at once share one round of fsyncs.
+/// from peers in groups, so that many arriving at once share one round of fsyncs. It runs on a
+/// thread of its own (`StoreThread`), where blocking is allowed.
 public actor SharedStore {
     private let store: FolderStore
     /// The folder's identity (immutable).
@@ -19,9 +20,24 @@ public actor SharedStore {
     private var publishedSequence: Int
     /// Writes received bodies' files beside the store (see `prepare`).
     private nonisolated let fileWorker: FileWorker
+    /// The thread the store runs on: its calls block (`syncfs`, `fsync`), so they run off the
+    /// cooperative pool. Nil when the store was given an executor.
+    private nonisolated let thread: StoreThread?
+    private nonisolated let executor: any SerialExecutor
 
-    /// Shares `store`, which must be open for writing; nothing else may use it afterwards.
-    public init(_ store: sending FolderStore) {
+    /// The store's own thread, or the executor it was given.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// Shares `store`, which must be open for writing; nothing else may use it afterwards. It
+    /// runs on a thread of its own unless given an `executor` (the simulation's, whose thread
+    /// runs everything in turn).
+    public init(_ store: sending FolderStore, executor: (any SerialExecutor)? = nil) {
+        if let executor {
+            (self.thread, self.executor) = (nil, executor)
+        } else {
+            let thread = StoreThread()
+            (self.thread, self.executor) = (thread, thread)
+        }
         precondition(store.isWritable, "a shared store is the folder's writer")
         self.info = store.info
         self.layout = store.layout
@@ -29,6 +45,8 @@ public actor SharedStore {
         self.fileWorker = store.fileWorker
         self.store = store
     }
+
+    deinit { thread?.stop() }
 
     /// Runs `body` with the store, alone; then tells subscribers if the log grew.
     public func perform<T: Sendable>(_ body: @Sendable (FolderStore) throws -> T) rethrows -> T {

@@ -3,17 +3,13 @@ import FerryProtocol
 import FerryStore
 
 extension PeerSession {
-    /// Opens the session (hello); call after `run()` has started in another task.
+    /// Opens the session (the channel's handshake); call after `run()` has started in another task.
     public func open() async throws {
-        let (stream, continuation) = AsyncStream<Bool>.makeStream()
-        openedWaiter = continuation
-        guard let hello = machine.start() else { throw ReplicationError("only the active side opens", kind: .permanent) }
-        try await write(.text(FrameCodec.encode(hello)))
-        for await _ in stream { return }
-        // This side closed it: the peer refused hello (404: no such database) or spoke a
-        // version this side does not; retrying cannot help. Otherwise the connection dropped.
-        if let localCloseReason { throw ReplicationError(localCloseReason, kind: .permanent) }
-        throw ReplicationError("\(endReason) during hello")
+        if await channel.open() { return }
+        // This side closed it: the peer refused the handshake (404: no such database) or spoke
+        // a version this side does not; retrying cannot help. Otherwise the connection dropped.
+        if let refusal = channel.refusal { throw ReplicationError(refusal, kind: .permanent) }
+        throw ReplicationError("\(endReason) during the handshake")
     }
 
     /// Most rounds of a one-shot replication both ways.

@@ -1,0 +1,80 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Blobs both ways, a bounded window at a time.
+extension PeerSession {
+    /// Largest range asked per `getAttachment`: the bytes in flight, and so memory, stay
+    /// bounded however large the blob.
+    static let blobWindow = 8 << 20
+    /// Most bytes per part of a blob sent.
+    static let blobChunkSize = 256 << 10
+
+    // MARK: Blobs
+
+    /// Streams `length` bytes (nil: to the end) of an object from `offset` to the peer, as
+    /// parts answering the `getAttachment` request `handle`.
+    func sendBlob(_ digest: BlobDigest, offset: Int, length: Int?, to handle: RequestHandle) async {
+        await withCheckedContinuation { budget.takeBlobTurn($0) }
+        defer { budget.endBlobTurn() }
+        guard !closed else { return }
+        guard let fd = try? objects.open(digest) else {
+            await respond(handle, .error(status: 404, message: "no blob \(digest)"))
+            return
+        }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        fstat(fd, &st)
+        let size = Int(st.st_size)
+        let start = min(offset, size)
+        var remaining = min(size - start, length ?? Int.max)
+        var position = off_t(start)
+        await respond(handle, .attachment(length: remaining))
+        var buffer = [UInt8](repeating: 0, count: Self.blobChunkSize)
+        // Objects are immutable, so the size says which part is the last (an empty range is
+        // one empty last part).
+        repeat {
+            let want = min(buffer.count, remaining)
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, position) }
+            guard n >= 0, n > 0 || want == 0 else {
+                await closeConnection(code: 1011, reason: "cannot read blob \(digest)")
+                return
+            }
+            position += off_t(n)
+            remaining -= n
+            do { try await channel.sendBlobPart(to: handle, buffer[0..<n], isLast: remaining == 0).sent() } catch { return }
+        } while remaining > 0
+    }
+
+    /// Fetches a blob a window at a time, verifying its digest as the bytes arrive.
+    func fetchBlob(_ digest: BlobDigest) async throws {
+        let writer = try objects.beginWrite(expected: digest)
+        var complete = false
+        defer { if !complete { writer.abandon() } }
+        while true {
+            let outgoing = try await send(.getAttachment(digest: digest, offset: writer.count, length: Self.blobWindow))
+            let answer = try await response(outgoing.answer, to: "getAttachment")
+            guard case .attachment(let length) = answer, let parts = outgoing.blob else {
+                throw ReplicationError("the peer has no blob \(digest)")
+            }
+            guard length <= Self.blobWindow else { throw ReplicationError("the peer sent more of \(digest) than asked", kind: .permanent) }
+            var received = 0
+            var last = false
+            for await part in parts {
+                received += part.bytes.count
+                guard received <= length else { throw ReplicationError("the peer sent more of \(digest) than it announced", kind: .permanent) }
+                try writer.append(part.bytes)
+                if part.isLast { last = true; break }
+            }
+            guard last, received == length else { throw ReplicationError("\(endReason) while receiving \(digest)") }
+            if length < Self.blobWindow { break }
+        }
+        try writer.finish()
+        complete = true
+        update { $0.blobsReceived += 1 }
+    }
+}

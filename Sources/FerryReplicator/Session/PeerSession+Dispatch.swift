@@ -1,0 +1,73 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+import Logging
+
+/// Serving the peer's requests: each goes to the code that answers it.
+extension PeerSession {
+    // MARK: Serving the peer's requests
+
+    func serve(_ incoming: IncomingRequest, ticket: Int? = nil) async {
+        let handle = incoming.handle
+        switch incoming.request {
+        case .getCheckpoint(let client):
+            let layout = shared.layout
+            if let c = await shared.perform({ _ in CheckpointStore(layout: layout).get(client) }) {
+                await respond(handle, .checkpoint(rev: String(c.rev), checkpoint: Checkpoint(local: c.local, remote: c.remote)))
+            } else {
+                await respond(handle, .error(status: 404, message: "no checkpoint \(client)"))
+            }
+        case let .setCheckpoint(client, rev, checkpoint):
+            if let why = CheckpointStore.clientRefusal(client) {
+                await respond(handle, .error(status: 400, message: why))
+                return
+            }
+            // A read-only listener takes no pushes, so no checkpoint of pushed progress either.
+            if readOnly && checkpoint.local != 0 {
+                await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+                return
+            }
+            let layout = shared.layout
+            do {
+                let saved = try await shared.perform { _ in
+                    try CheckpointStore(layout: layout).set(client, expectedRev: rev.flatMap { Int($0) }, local: checkpoint.local, remote: checkpoint.remote)
+                }
+                await respond(handle, .checkpointSaved(rev: String(saved.rev)))
+            } catch {
+                await respond(handle, .error(status: 409, message: "\(error)"))
+            }
+        case let .subChanges(since, continuous, docIDs):
+            await respond(handle, .ok)
+            await serveChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init))
+        case .changes(let entries):
+            await answerChanges(handle, entries)
+        case .proposeChanges(let entries):
+            await answerProposal(handle, entries)
+        case let .rev(doc, rev, history, _, body, merged):
+            if readOnly {
+                await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+                return
+            }
+            let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, ticket: ticket ?? arrivalOrder.take(doc))
+            answerReceipt(handle, doc: doc, rev: rev, result)
+        case let .getAttachment(digest, offset, length):
+            await sendBlob(digest, offset: offset, length: length, to: handle)
+        case .norev(let doc, let rev, _, let status, let reason):
+            update { $0.revisionsFailed += 1 }
+            // A few are worth a line each; a flood of them is counted (`revisionsFailed`), not
+            // logged, so a peer cannot fill the disk through the agent's log.
+            if stats.revisionsFailed <= Self.norevsLogged {
+                logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
+            }
+            if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
+        case .hello:
+            break  // the channel handles its handshake
+        }
+    }
+
+    /// Most `norev`s logged per session.
+    static let norevsLogged = 10
+
+    static let readOnlyMessage = "this listener is read-only: peers may pull, not push"
+
+}

@@ -1,0 +1,275 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+import Logging
+
+/// Receiving revisions: straight into the inbox when nothing is missing, otherwise after their
+/// blobs are fetched or their delta rebuilt; applied in groups by the drain task.
+extension PeerSession {
+    // MARK: Answering what the peer offers
+
+    /// Answers the peer's `changes`: an empty list means it has caught up; otherwise, per
+    /// entry, not wanted (already here) or wanted with the leaves known here.
+    func answerChanges(_ handle: RequestHandle, _ entries: [ChangeEntry]) async {
+        if readOnly {
+            await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+            return
+        }
+        guard !entries.isEmpty else {
+            await respond(handle, .changes([], maxHistory: nil))
+            // The peer's pass is all here: merge what it opened, with its whole history at hand.
+            await shared.resolvePendingConflicts()
+            update { $0.pullCaughtUp = true }
+            caughtUpWaiter?.yield(highestSequenceAnnounced)
+            return
+        }
+        let asked = entries.map { ($0.doc, $0.rev) }
+        let answers: [ChangeAnswer] = await shared.perform { store in
+            asked.map { doc, rev in store.knownAncestors(of: rev, doc: doc).map { .wanted(knownAncestors: $0) } ?? .notWanted }
+        }
+        highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
+        let wanted = answers.filter { $0 != .notWanted }.count
+        update {
+            $0.revisionsWanted += wanted
+            if wanted > 0 { $0.pullCaughtUp = false }
+        }
+        await respond(handle, .changes(answers, maxHistory: nil))
+    }
+
+    /// Answers `proposeChanges` the way Couchbase Lite does: send (0), already here (304), or
+    /// conflict (409: the proposer's parent is not this side's current revision).
+    func answerProposal(_ handle: RequestHandle, _ entries: [ProposedChange]) async {
+        if readOnly {
+            await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+            return
+        }
+        let proposed = entries.map { ($0.doc, $0.rev, $0.parent) }
+        let answers: [ProposeAnswer] = await shared.perform { store in
+            proposed.map { doc, rev, parent in
+                guard let tree = store.index[doc] else { return parent == nil ? .send : .conflict }
+                if let node = tree.nodes[rev], node.seq != 0 { return .alreadyHave }
+                let current = tree.current
+                if current?.rev == parent || (current?.deleted == true && parent == nil) { return .send }
+                return .conflict
+            }
+        }
+        update { $0.revisionsWanted += answers.filter { $0 == .send }.count }
+        await respond(handle, .proposeChanges(answers))
+    }
+
+    // MARK: Receiving revisions
+
+    /// Takes a `rev` that needs nothing fetched or rebuilt (no delta, every blob it names is
+    /// here) straight into the inbox, without a task; the drain answers it. False for any
+    /// other request, which is served by a task of its own.
+    func receiveAtOnce(_ incoming: IncomingRequest) -> Bool {
+        guard case let .rev(doc, rev, history, _, body, merged) = incoming.request, !readOnly, !closed, arrivalOrder.isClear(doc),
+              FolderStore.nameRefusal(doc) == nil else { return false }
+        switch body {
+        case .deleted:
+            break
+        case .json(let value):
+            guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
+        case .blob(let ref):
+            guard objects.contains(ref.digest) else { return false }
+        case .delta, .canonicalJSON:
+            return false
+        }
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged)
+        inbox.append(ReceivedRevision(revision: remote, then: .answer(incoming.handle), size: incoming.size))
+        budget.queued(incoming.size)
+        inboxSignal?.yield()
+        return true
+    }
+
+    /// A received revision as the store takes it, from the peer on this connection; every
+    /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
+    /// canonical bytes when they were computed to check it). A JSON body's files start being
+    /// written now, on the folder's file worker, while the store is busy with earlier ones.
+    private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
+                          canonical: [UInt8]? = nil) -> RemoteRevision {
+        var object: BlobDigest?
+        var size = 0
+        var jsonBody: ReceivedBody?
+        switch body {
+        case .deleted:
+            break
+        case .json(let value):
+            let bytes = canonical ?? value.canonicalBytes
+            (jsonBody, size) = (shared.prepare(value, canonical: bytes, for: doc), bytes.count)
+        case .blob(let ref):
+            (object, size) = (ref.digest, ref.length)
+        case .delta, .canonicalJSON:
+            preconditionFailure("a decoded rev carries .json; a delta is rebuilt before it is stored")
+        }
+        var isDeletion = false
+        if case .deleted = body { isDeletion = true }
+        let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
+                                        size: size, origin: channel.remotePeer ?? "peer", merged: merged)
+        return RemoteRevision(incoming: incoming, jsonBody: jsonBody)
+    }
+
+    /// Counts a received revision and answers its request (an error status when refused).
+    func answerReceipt(_ handle: RequestHandle, doc: DocumentID, rev: RevisionID, _ result: Result<[LogEntry], ReceiveFailure>) {
+        var response = Response.ok
+        switch result {
+        case .success:
+            update { $0.revisionsReceived += 1 }
+            receivedHere.insert(doc, rev)
+        case .failure(let error):
+            update { $0.revisionsFailed += 1 }
+            logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
+            response = .error(status: error.status, message: "\(error.message)")
+        }
+        // Queued, not awaited: the drain answers here and must not wait for the wire.
+        guard !handle.noReply, !closed else { return }
+        _ = channel.respond(to: handle, with: response)
+    }
+
+    /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
+    /// the revision with its body, through the drain task's next group, after the revisions of
+    /// the same document that arrived before it (`ticket`, see `ArrivalOrder`).
+    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
+                 ticket: Int) async -> Result<[LogEntry], ReceiveFailure> {
+        let prepared = await prepareBody(doc: doc, rev: rev, history: history, body: body, merged: merged)
+        if !arrivalOrder.isTurn(doc, ticket) {
+            await withCheckedContinuation { arrivalOrder.park(doc, ticket, $0) }
+        }
+        defer { arrivalOrder.next(doc) }
+        let body: RevisionBody, canonical: [UInt8]?
+        switch prepared {
+        case .success(let ready): (body, canonical) = ready
+        case .failure(let failure): return .failure(failure)
+        }
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, canonical: canonical)
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
+            // The drain task has ended with the connection: nothing would ever resume this.
+            guard !closed else {
+                remote.jsonBody.map(shared.discard)
+                done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
+                return
+            }
+            inbox.append(ReceivedRevision(revision: remote, then: .resume(done)))
+            inboxSignal?.yield()
+        }
+        return result.mapError { ReceiveFailure($0) }
+    }
+
+    /// What a received revision needs before the store can take it: a delta rebuilt (and its
+    /// canonical bytes, computed to check it), the blobs it names fetched.
+    private func prepareBody(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
+                             merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?), ReceiveFailure> {
+        // A name no folder records is refused before anything of it is fetched.
+        if let why = FolderStore.nameRefusal(doc) { return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): \(why)")) }
+        var body = body
+        var canonical: [UInt8]?
+        if case .canonicalJSON(let bytes) = body {
+            // ferry/1's codec hands bodies over parsed; a channel that passes the sender's
+            // stored bytes through is parsed here, never trusted to be canonical.
+            guard let value = try? JSONParser.parse(bytes), case .object = value else {
+                return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): its body is not a JSON object"))
+            }
+            body = .json(value)
+        }
+        if case let .delta(base, delta) = body {
+            switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first, merged: merged) {
+            case .success(let (value, bytes)):
+                body = .json(value)
+                canonical = bytes
+            case .failure(let failure): return .failure(failure)
+            }
+        }
+        do {
+            switch body {
+            case .deleted:
+                break
+            case .canonicalJSON:
+                preconditionFailure("parsed above")
+            case .json(let value):
+                for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+            case .blob(let ref):
+                if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+            case .delta:
+                preconditionFailure("expanded above")
+            }
+        } catch let error as StoreError {
+            if error.code == .corrupt {
+                // Bytes that do not hash to what the peer announced: nothing was stored, and a
+                // peer that sends them is broken or hostile. Hang up.
+                await closeConnection(code: 1002, reason: "peer protocol error (invalidField): \(error.message)")
+            }
+            return .failure(ReceiveFailure(error))
+        } catch {
+            return .failure(ReceiveFailure(status: 502, message: "\(error)"))
+        }
+        return .success((body, canonical))
+    }
+
+    /// The body a delta makes of its base revision here, checked against the revision id (a
+    /// pure function of parent and body): a delta that does not rebuild exactly the revision
+    /// announced is refused, and the sender sends the whole body. Returns the body and its
+    /// canonical bytes.
+    func expand(_ delta: JSONValue, base: RevisionID, doc: DocumentID, rev: RevisionID,
+                parent: RevisionID?, merged: RevisionID?) async -> Result<(JSONValue, [UInt8]), ReceiveFailure> {
+        let baseValue: JSONValue? = await shared.perform { store in
+            guard let node = store.index[doc]?.nodes[base], !node.deleted, node.object != nil else { return nil }
+            return try? store.jsonBody(of: node, doc: doc)
+        }
+        guard let baseValue else {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta source \(doc)@\(base) is not here"))
+        }
+        let value: JSONValue
+        do { value = try JSONDelta.apply(delta, to: baseValue) } catch {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not apply: \(error)"))
+        }
+        let bytes = value.canonicalBytes
+        guard case .object = value, RevisionID.compute(parent: parent, deleted: false, body: BlobDigest.of(bytes), merged: merged) == rev else {
+            return .failure(ReceiveFailure(status: Self.deltaRefusedStatus, message: "delta for \(doc)@\(rev) does not rebuild that revision"))
+        }
+        return .success((value, bytes))
+    }
+
+    /// Applies what the inbox holds, a group at a time, until the connection closes.
+    func drainInbox(_ signal: AsyncStream<Void>) async {
+        for await _ in signal {
+            await drainOnce()
+        }
+        await drainOnce()
+    }
+
+    private func drainOnce() async {
+        while !inbox.isEmpty {
+            let group = inbox
+            inbox.removeAll()
+            let results = await shared.applyRemote(group.map(\.revision))
+            for (item, result) in zip(group, results) {
+                switch item.then {
+                case .resume(let done):
+                    done.resume(returning: result)
+                case .answer(let handle):
+                    let incoming = item.revision.incoming
+                    answerReceipt(handle, doc: incoming.doc, rev: incoming.rev, result.mapError { ReceiveFailure($0) })
+                    budget.finished()
+                }
+            }
+            budget.stored(group.reduce(0) { $0 + $1.size })
+        }
+    }
+}
+
+/// Why a received revision was not stored, with the status answered to the peer.
+struct ReceiveFailure: Error {
+    let status: Int
+    let message: String
+
+    init(status: Int, message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// Invalid input is the peer's fault (400); anything else is this side's (503: retry).
+    init(_ error: StoreError) {
+        self.status = error.code == .invalidInput || error.code == .corrupt ? 400 : 503
+        self.message = error.message
+    }
+}

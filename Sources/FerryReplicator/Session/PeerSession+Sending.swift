@@ -1,0 +1,208 @@
+import FerryCore
+import FerryProtocol
+import FerryStore
+import Logging
+
+/// Sending revisions: the changes feed, announced in batches, and the `rev`s the peer wants.
+extension PeerSession {
+    /// Most entries per `changes` message this side sends.
+    static let changesBatchSize = 500
+
+    // MARK: Sending changes (the passive side's answer to subChanges, and the active push)
+
+    /// Sends the peer the changes it subscribed to. When it could not store some (its disk
+    /// was full), a continuous subscription starts again from where the peer last caught up,
+    /// after a pause that doubles up to `changesRetryCeiling`: once the peer has room again,
+    /// everything arrives without a reconnection. A one-shot subscription closes the
+    /// connection instead, and the peer's replicator retries it.
+    func serveChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?) async {
+        var cursor = since
+        var pause = Duration.milliseconds(250)
+        while !closed {
+            do {
+                try await streamChanges(since: cursor, continuous: continuous, docIDs: docIDs) { caughtUp in
+                    cursor = max(cursor, caughtUp)
+                    pause = .milliseconds(250)
+                }
+                return
+            } catch {
+                guard !closed else { return }
+                let transient = ((error as? ClassifiedFailure)?.failureKind ?? .transient) == .transient
+                guard continuous && transient else {
+                    logger.warning("sending changes stopped", metadata: ["error": "\(error)"])
+                    // The peer waits for the end of the pass: tell it there is none, so that
+                    // its replicator retries (or gives up) instead of waiting for ever.
+                    await closeConnection(code: 1011, reason: String("could not send every change: \(error)".prefix(120)))
+                    return
+                }
+                logger.warning("the peer could not take every change; sending again", metadata: ["error": "\(error)", "in": "\(pause)"])
+                do { try await Task.sleep(for: pause) } catch { return }
+                pause = min(pause * 2, Self.changesRetryCeiling)
+            }
+        }
+    }
+
+    /// Longest pause between two attempts to send changes the peer could not store.
+    static let changesRetryCeiling = Duration.seconds(4)
+
+    /// Announces every current revision after `since` in batches, sends the ones the peer
+    /// wants (pipelined: a batch's revisions go out together and their answers are awaited
+    /// together), then says "caught up" (an empty `changes`). Continuous: then waits for the
+    /// log to grow and goes on, until the connection closes or the task is cancelled.
+    /// `caughtUp` gets the sequence everything up to which the peer now has.
+    /// Revisions this connection delivered are not announced back (echo cancellation).
+    func streamChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?,
+                       caughtUp: (Int) async throws -> Void) async throws {
+        var cursor = since
+        let updates = continuous ? await shared.sequenceUpdates() : nil
+        var waiter = updates?.makeAsyncIterator()
+        while !closed {
+            let from = cursor
+            let (pending, scannedThrough) = await shared.perform { store in
+                (store.changes(since: from, docIDs: docIDs), store.index.lastSeq)
+            }
+            var start = 0
+            // Two batches in flight: the next batch is announced as soon as this one's
+            // revisions are on the wire, so the peer's store never waits for the announcement
+            // and for this side's reading of the next bodies.
+            var unanswered: [SentRevision] = []
+            while start < pending.count {
+                let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
+                start += batch.count
+                let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
+                if !toAnnounce.isEmpty {
+                    update { $0.pushCaughtUp = false }
+                    let sent = try await announceAndSend(Array(toAnnounce))
+                    try await collectAnswers(unanswered)
+                    unanswered = sent
+                }
+            }
+            try await collectAnswers(unanswered)
+            cursor = max(cursor, scannedThrough)
+            try await notify(.changes([]))
+            update { $0.pushCaughtUp = true }
+            try await caughtUp(cursor)
+            guard continuous else { return }
+            // Wait for the log to grow past what was scanned.
+            while true {
+                guard let last = await waiter?.next() else { return }
+                if last > cursor { break }
+            }
+        }
+        throw ReplicationError(endReason)
+    }
+
+    /// One `changes` message and the `rev`s the peer asks for, sent without waiting for
+    /// their answers (`collectAnswers` reads them).
+    func announceAndSend(_ batch: [RecordedRevision]) async throws -> [SentRevision] {
+        let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
+        // The JSON bodies this batch may send are read into memory while the peer answers.
+        shared.prefetch(batch.filter { $0.doc.kind == .json }.compactMap(\.object))
+        let answer = try await request(.changes(entries))
+        if case let .error(status, message) = answer {
+            throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)
+        }
+        guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
+            throw ReplicationError("the peer answered changes with something else", kind: .permanent)
+        }
+        var wanted: [(RecordedRevision, [RevisionID])] = []
+        for (i, change) in batch.enumerated() where i < answers.count {
+            if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
+        }
+        guard !wanted.isEmpty else { return [] }
+        update { $0.revisionsWanted += wanted.count }
+        let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }
+        let deltas = usesDeltas
+        let revs: [OutgoingRevision?] = await shared.perform { store in
+            asked.map { doc, rev, known in Self.outgoing(doc, rev, knownByPeer: known, deltas: deltas, store) }
+        }
+        var waiting: [SentRevision] = []
+        for (i, rev) in revs.enumerated() {
+            guard let rev else {
+                // Compacted or damaged since it was announced: say so instead of stalling.
+                let (doc, r, _) = asked[i]
+                try await notify(.norev(doc: doc, rev: r, sequence: wanted[i].0.seq, status: 410, reason: "body no longer available"))
+                update { $0.revisionsFailed += 1 }
+                continue
+            }
+            waiting.append(SentRevision(revision: rev, answer: try await send(rev.request).answer))
+        }
+        return waiting
+    }
+
+    /// Waits for the peer's answers to revisions sent; a delta it could not use is sent again
+    /// whole. Throws when the peer refused one for good, or could not store one (so the
+    /// checkpoint does not move past it).
+    func collectAnswers(_ waiting: [SentRevision]) async throws {
+        var transientFailure: String?
+        for sent in waiting {
+            let rev = sent.revision
+            var response = try await response(sent.answer, to: "rev")
+            if case .error(Self.deltaRefusedStatus, let message) = response, let full = rev.fullBody {
+                // The receiver could not use the delta (its base is gone, or it did not
+                // reproduce the revision): send the whole body instead.
+                logger.info("delta refused; sending the whole body", metadata: ["doc": "\(rev.doc)", "reason": "\(message)"])
+                response = try await request(full)
+            }
+            if case let .error(status, message) = response {
+                update { $0.revisionsFailed += 1 }
+                logger.warning("peer refused a revision", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
+                if status == 403 { throw ReplicationError("the peer refused the push (403): \(message)", kind: .permanent) }
+                if status >= 500 { transientFailure = "the peer could not store \(rev.doc) (\(status)): \(message)" }
+            } else {
+                update { $0.revisionsSent += 1 }
+            }
+        }
+        // A peer that could not store a revision (a full disk) gets it again on the next
+        // attempt: the checkpoint must not move past it.
+        if let transientFailure { throw ReplicationError(transientFailure) }
+    }
+
+    /// The status a receiver answers a delta it cannot use with; the sender then sends the
+    /// whole body.
+    static let deltaRefusedStatus = 422
+
+    /// The `rev` to send for `rev` of `doc`, and for a delta the whole-body `rev` to fall back
+    /// on; nil when its body is no longer here. With `deltas`, a JSON body goes as a delta
+    /// against the best revision the peer said it has (`knownByPeer`), when that is smaller.
+    static func outgoing(_ doc: DocumentID, _ rev: RevisionID, knownByPeer known: [RevisionID], deltas: Bool,
+                         _ store: FolderStore) -> OutgoingRevision? {
+        guard let tree = store.index[doc], let node = tree.nodes[rev] else { return nil }
+        let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
+        let merged = tree.mergedParent(of: rev)
+        func request(_ body: RevisionBody) -> Request {
+            .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body, merged: merged)
+        }
+        if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted)) }
+        guard doc.kind == .json else {
+            guard let object = node.object else { return nil }
+            return OutgoingRevision(doc: doc, request: request(.blob(BlobReference(digest: object, length: node.size, contentType: nil))))
+        }
+        // The stored bytes go out as they are, once their digest proves them intact (a damaged
+        // object gets a norev, never a broken frame).
+        guard let object = node.object, let bytes = try? store.body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
+        let whole = request(.canonicalJSON(bytes))
+        // Known revisions come best first (the peer's current one leads).
+        if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),
+           let baseValue = try? store.jsonBody(of: base, doc: doc), let value = try? JSONParser.parse(bytes) {
+            let delta = JSONDelta.make(from: baseValue, to: value)
+            if delta.canonicalBytes.count < node.size {
+                return OutgoingRevision(doc: doc, request: request(.delta(base: base.rev, delta: delta)), fullBody: whole)
+            }
+        }
+        return OutgoingRevision(doc: doc, request: whole)
+    }
+}
+
+/// A `rev` on the wire and the stream its answer arrives on.
+struct SentRevision {
+    var revision: OutgoingRevision
+    var answer: AsyncStream<Response>
+}
+
+/// A `rev` ready to send, and for a delta the whole-body `rev` to send if the peer refuses it.
+struct OutgoingRevision: Sendable {
+    var doc: DocumentID
+    var request: Request
+    var fullBody: Request?
+}

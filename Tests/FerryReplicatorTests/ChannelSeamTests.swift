@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import Testing
+import FerryCore
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import FerryTesting
+
+/// The seam between the replication logic and a wire format (`ReplicationChannel`): a session
+/// syncs over a channel with no wire format at all, and `ferry/1`'s channel turns frames into
+/// requests and answers, keeping the protocol's checks on its side.
+@Suite struct ChannelSeamTests {
+    let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    @Test func twoFoldersSyncBothWaysOverAChannelWithNoWireFormat() async throws {
+        let tmp = TemporaryDirectory()
+        let laptop = tmp.appending("laptop"), desk = tmp.appending("desk")
+        #expect(try FerryProcess.ferry(["init", "--sample", laptop]).status == 0)
+        #expect(try FerryProcess.ferry(["init", desk]).status == 0)
+        try tmp.write("desk/notes/today.json", #"{"text": "buy apples"}"#)
+        _ = try FerryProcess.shell("head -c 9000000 /dev/urandom > \(desk)/scan.bin")  // more than one blob window
+        #expect(try FerryProcess.ferry(["scan"], in: desk).status == 0)
+        let a = SharedStore(try FolderStore.open(at: laptop, writable: true))
+        let b = SharedStore(try FolderStore.open(at: desk, writable: true))
+
+        let (active, passive) = DirectChannel.pair(first: a.info.id, second: b.info.id)
+        let client = PeerSession(channel: active, shared: a, logger: logger)
+        let server = PeerSession(channel: passive, shared: b, logger: logger)
+        async let serving: Void = server.run()
+        async let reading: Void = client.run()
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            await active.close(code: 4000, reason: "test timed out")
+        }
+        var outcome: Result<Void, Error> = .success(())
+        do {
+            try await client.open()
+            try await client.replicate(.both, continuous: false)
+        } catch {
+            outcome = .failure(error)
+        }
+        watchdog.cancel()
+        let stats = await client.stats
+        await client.close()
+        _ = await (serving, reading)
+        try outcome.get()
+
+        #expect(stats.revisionsSent >= 1 && stats.revisionsReceived == 2 && stats.blobsReceived == 1, "\(stats)")
+        #expect(stats.bytesSent == 0 && stats.bytesReceived == 0, "nothing was encoded: \(stats)")
+        for file in ["samplelist.json", "notes/today.json", "scan.bin"] {
+            let here = try Data(contentsOf: URL(fileURLWithPath: "\(laptop)/\(file)"))
+            let there = try Data(contentsOf: URL(fileURLWithPath: "\(desk)/\(file)"))
+            // A JSON document arrives as its value (written out in the folder's own layout).
+            if file.hasSuffix(".json") {
+                #expect(try JSONParser.parse(Array(here)) == JSONParser.parse(Array(there)), "\(file)")
+            } else {
+                #expect(here == there, "\(file)")
+            }
+        }
+        for folder in [laptop, desk] {
+            let verify = try FerryProcess.ferry(["verify"], in: folder)
+            #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        }
+        // The revisions pulled over the channel name the peer it showed as theirs.
+        let origins = try FerryProcess.shell("jq -r 'select(.doc == \"scan.bin\") | .origin' \(laptop)/.ferry/revs.log")
+        #expect(origins.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == b.info.id, "\(origins.stdout)")
+    }
+
+    @Test func ferry1sChannelHandsOnRequestsRoutesAnswersAndEndsAtAViolation() async throws {
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = Ferry1Channel(transport: ours, role: .passive, localPeer: "here", database: "inventory")
+        func peer(_ frame: Frame) { _ = theirs.enqueue(.text(FrameCodec.encode(frame))) }
+
+        // The handshake is the channel's: the session never sees hello.
+        peer(.request(number: 1, noReply: false, .hello(versions: [1], peer: "there", database: "inventory", features: [])))
+        peer(.request(number: 2, noReply: false, .getCheckpoint(client: "pull:there")))
+        guard case .request(let first) = await channel.next() else { Issue.record("no request"); return }
+        #expect(first.handle == RequestHandle(number: 2, noReply: false) && first.request == .getCheckpoint(client: "pull:there"))
+        #expect(channel.remotePeer == "there")
+        var fromChannel = theirs.inbound.makeAsyncIterator()
+        guard case .text(let hello)? = await fromChannel.next() else { Issue.record("no hello answer"); return }
+        #expect(try FrameCodec.decode(hello) { _ in "hello" } == .response(to: 1, .hello(version: 1, peer: "here", features: [])))
+
+        // This side's request gets its answer once the reader reaches it.
+        let outgoing = channel.send(.getCheckpoint(client: "push:here"))
+        guard case .text(let sent)? = await fromChannel.next(),
+              case let .request(number, _, request) = try FrameCodec.decode(sent, requestType: { _ in nil }) else {
+            Issue.record("no request on the wire"); return
+        }
+        #expect(request == .getCheckpoint(client: "push:here"))
+        peer(.response(to: number, .error(status: 404, message: "no checkpoint")))
+        // A response to nothing this side asked breaks the protocol: the channel closes.
+        peer(.response(to: 99, .ok))
+        let reading = Task { await channel.next() }
+        var answers = outgoing.answer.makeAsyncIterator()
+        #expect(await answers.next() == .error(status: 404, message: "no checkpoint"))
+        guard case let .closed(code, reason)? = await reading.value else { Issue.record("no close"); return }
+        #expect(code == 1002 && reason.contains("unknown request 99"), "\(reason)")
+        #expect(channel.refusal == reason)
+        #expect(await channel.next() == nil)
+        // Nothing more can be sent, and whoever would wait for an answer is told at once.
+        let late = channel.send(.getCheckpoint(client: "late"))
+        var lateAnswers = late.answer.makeAsyncIterator()
+        #expect(await lateAnswers.next() == nil)
+        await #expect(throws: ChannelEnded.self) { try await late.written.sent() }
+    }
+}
