@@ -67,6 +67,45 @@ import FerryTesting
         #expect(origins.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == b.info.id, "\(origins.stdout)")
     }
 
+    @Test func aBodyPassedThroughAsBytesIsParsedCheckedAndStoredCanonical() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("desk")
+        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
+        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
+        let (peer, ours) = DirectChannel.pair(first: "hostile", second: shared.info.id)
+        let session = PeerSession(channel: ours, shared: shared, logger: logger)
+        async let serving: Void = session.run()
+
+        func push(_ doc: String, _ text: String, revisionOf canonical: String) async throws -> Response? {
+            let rev = RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of(Array(canonical.utf8)))
+            let sent = peer.send(.rev(doc: try DocumentID(doc), rev: rev, history: [], sequence: 1, body: .canonicalJSON(Array(text.utf8))))
+            var answers = sent.answer.makeAsyncIterator()
+            return await answers.next()
+        }
+        // Not an object, not JSON: refused with 400, nothing stored.
+        let array = try await push("list.json", "[1,2]", revisionOf: "[1,2]")
+        let garbage = try await push("junk.json", "{\"a\":", revisionOf: "{\"a\":")
+        // Bytes in no canonical order, under the id of their canonical form: taken, stored canonical.
+        let unordered = try await push("note.json", #"{"text": "buy apples", "count": 2}"#, revisionOf: #"{"count":2,"text":"buy apples"}"#)
+        // The id of the bytes as sent is not the revision they make: refused.
+        let lie = try await push("other.json", #"{"b": 1, "a": 2}"#, revisionOf: #"{"b": 1, "a": 2}"#)
+        await peer.close(code: 1000, reason: "done")
+        await serving
+
+        guard case .error(400, _)? = array, case .error(400, _)? = garbage, case .error(let status, _)? = lie else {
+            Issue.record("refusals: \(String(describing: array)), \(String(describing: garbage)), \(String(describing: lie))"); return
+        }
+        #expect(status == 400)
+        #expect(unordered == .ok)
+        let stored = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(folder)/note.json"))))
+        #expect(stored == (try JSONParser.parse(Array(#"{"count":2,"text":"buy apples"}"#.utf8))))
+        for refused in ["list.json", "junk.json", "other.json"] {
+            #expect(!FileManager.default.fileExists(atPath: "\(folder)/\(refused)"), "\(refused)")
+        }
+        let verify = try FerryProcess.ferry(["verify"], in: folder)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+    }
+
     @Test func ferry1sChannelHandsOnRequestsRoutesAnswersAndEndsAtAViolation() async throws {
         let (ours, theirs) = LoopbackTransport.pair()
         let channel = Ferry1Channel(transport: ours, role: .passive, localPeer: "here", database: "inventory")

@@ -5,8 +5,8 @@ import Logging
 
 /// Serving the peer's requests: each goes to the code that answers it.
 extension PeerSession {
-    // MARK: Serving the peer's requests
-
+    /// Answers one of the peer's requests; a `rev` comes with its place in its document's
+    /// line (`ticket`, see `ArrivalOrder`) when the loop took one for it.
     func serve(_ incoming: IncomingRequest, ticket: Int? = nil) async {
         let handle = incoming.handle
         switch incoming.request {
