@@ -145,10 +145,7 @@ public final class Ferry1Channel: ReplicationChannel {
     /// Queues a binary frame: the request's number, the last-chunk flag, the bytes.
     public func sendBlobPart(to request: RequestHandle, _ bytes: ArraySlice<UInt8>, isLast: Bool) -> TransportWrite {
         let chunk = BlobChunk(requestNumber: UInt32(truncatingIfNeeded: request.number), isLast: isLast, bytes: bytes).encoded()
-        return state.withLock { s in
-            s.traffic.sent += chunk.count
-            return transport.enqueue(.binary(chunk))
-        }
+        return state.withLock { enqueue(.binary(chunk), &$0) }
     }
 
     /// Closes the transport with a close frame and waits until it has ended.
@@ -159,9 +156,13 @@ public final class Ferry1Channel: ReplicationChannel {
     /// Encodes and queues a frame while the state is locked, so that frames reach the wire in
     /// the order they were numbered (the peer refuses request numbers that do not increase).
     private func enqueue(_ frame: Frame, _ s: inout State) -> TransportWrite {
-        let bytes = FrameCodec.encode(frame)
-        s.traffic.sent += bytes.count
-        return transport.enqueue(.text(bytes))
+        enqueue(.text(FrameCodec.encode(frame)), &s)
+    }
+
+    /// Queues a message and counts its bytes (with the state locked).
+    private func enqueue(_ message: TransportMessage, _ s: inout State) -> TransportWrite {
+        s.traffic.sent += message.bytes.count
+        return transport.enqueue(message)
     }
 
     private static let notSent = TransportWrite { throw ChannelEnded() }

@@ -142,13 +142,17 @@ public actor PeerSession {
     }
 
     // MARK: Requests of ours
+    //
+    // Every message is queued on the channel before the first `await`: the actor runs other
+    // tasks at every `await`, so queuing later could put requests numbered 3 and 4 on the
+    // wire as 4, 3, which the peer rightly refuses.
 
     /// Sends a request; returns the stream its answer arrives on and, for `getAttachment`,
     /// the stream of the blob's bytes.
     func send(_ request: Request) async throws -> OutgoingRequest {
         guard !closed else { throw ReplicationError(endReason) }
         let outgoing = channel.send(request)
-        try await sent(outgoing.written)
+        try await outgoing.written.sent()
         return outgoing
     }
 
@@ -166,7 +170,7 @@ public actor PeerSession {
     /// Sends a request that gets no answer.
     func notify(_ request: Request) async throws {
         guard !closed else { throw ReplicationError(endReason) }
-        try await sent(channel.notify(request))
+        try await channel.notify(request).sent()
     }
 
     /// Answers one of the peer's requests (nothing when it wants no answer) and waits until
@@ -175,11 +179,6 @@ public actor PeerSession {
         guard !handle.noReply else { return }
         try? await channel.respond(to: handle, with: response).sent()
     }
-
-    /// Waits until a message queued on the channel is sent. Every message is queued before
-    /// the first `await`: the actor runs other tasks at every `await`, so queuing later could
-    /// put requests numbered 3 and 4 on the wire as 4, 3, which the peer rightly refuses.
-    func sent(_ write: TransportWrite) async throws { try await write.sent() }
 
     /// Closes the connection because of something the peer did (`because`, logged and kept
     /// as the session's end reason; `reason` goes on the wire).

@@ -20,9 +20,8 @@ public actor SharedStore {
     private var publishedSequence: Int
     /// Writes received bodies' files beside the store (see `prepare`).
     private nonisolated let fileWorker: FileWorker
-    /// The thread the store runs on: its calls block (`syncfs`, `fsync`), so they run off the
-    /// cooperative pool. Nil when the store was given an executor.
-    private nonisolated let thread: StoreThread?
+    /// Where the store runs: a `StoreThread` of its own (its calls block: `syncfs`, `fsync`,
+    /// so they run off the cooperative pool), or the executor it was given.
     private nonisolated let executor: any SerialExecutor
 
     /// The store's own thread, or the executor it was given.
@@ -32,12 +31,7 @@ public actor SharedStore {
     /// runs on a thread of its own unless given an `executor` (the simulation's, whose thread
     /// runs everything in turn).
     public init(_ store: sending FolderStore, executor: (any SerialExecutor)? = nil) {
-        if let executor {
-            (self.thread, self.executor) = (nil, executor)
-        } else {
-            let thread = StoreThread()
-            (self.thread, self.executor) = (thread, thread)
-        }
+        self.executor = executor ?? StoreThread()
         precondition(store.isWritable, "a shared store is the folder's writer")
         self.info = store.info
         self.layout = store.layout
@@ -46,7 +40,7 @@ public actor SharedStore {
         self.store = store
     }
 
-    deinit { thread?.stop() }
+    deinit { (executor as? StoreThread)?.stop() }
 
     /// Runs `body` with the store, alone; then tells subscribers if the log grew.
     public func perform<T: Sendable>(_ body: @Sendable (FolderStore) throws -> T) rethrows -> T {
