@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Sets everything up (Debian packages, the unprivileged test user, build, dbus + avahi-daemon),
-# runs the simulation's 2,000 seeds and the fuzz targets, then the tests in two tiers (below).
+# runs the simulation's 2,000 seeds and the fuzz targets, then every test, in parallel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
 bash scripts/setup.sh
+# The fast tier: every suite that runs in this process (the store, the protocol and its channel,
+# replication over in-memory channels and real sockets on 127.0.0.1, TLS, the simulation's own
+# tests). About 10 s.
 FAST_TIER='^(FerryCoreTests|FerryProtocolTests|FerryStoreTests|FerryWatchTests|FerryNetTests|FerryReplicatorTests|FerrySimulationTests)\.'
 if [ "${1:-}" = "--fast" ]; then
     exec swift test --skip-build --filter "$FAST_TIER"
@@ -16,12 +19,9 @@ bash scripts/start-mdns.sh
 bash scripts/simulate.sh --seeds 2000
 # libFuzzer on the JSON parser, the frame codec and the log-line decoder, 60 s each.
 bash scripts/fuzz.sh 60
-# The fast tier, in parallel: every suite that runs in this process (the store, the protocol and
-# its channel, replication over in-memory channels and real sockets on 127.0.0.1, TLS, the
-# simulation's own tests). About 10 s. `bash scripts/test.sh --fast` runs only this tier.
-swift test --skip-build --filter "$FAST_TIER"
-# The end-to-end tier (every other suite), one test at a time: these tests run ferry, editors and shells as child
-# processes and wait for them synchronously, each holding one of Swift's cooperative threads
-# (two on a 2-core machine); run side by side they starve the in-process tests' heartbeats and
-# sockets. Making those waits async is what remains before the whole suite runs in parallel.
-exec swift test --skip-build --no-parallel --skip "$FAST_TIER"
+# Every test, in parallel (Swift Testing runs suites side by side; a suite marked serialized runs
+# its own tests one at a time). The end-to-end tests, which run ferry, editors and shells as
+# child processes and wait for them, run their bodies on threads of their own, at most
+# FERRY_E2E_WIDTH (2) at once (`endToEnd` in FerryTesting), so they never hold the cooperative
+# threads the in-process tests need. `bash scripts/test.sh --fast` runs only the fast tier.
+exec swift test --skip-build

@@ -44,16 +44,19 @@ public final class UserSandbox: @unchecked Sendable {
             ids = nil
             base = (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + "/.cache/ferry-tests"
         }
-        try Self.makeDirectory(base, ids)
-        // One copy of the tools per run of the tests, refreshed when the build changed.
+        // One copy of the tools per run of the tests, refreshed when the build changed; made
+        // by one sandbox at a time (tests run side by side).
         let shared = base + "/tools"
-        try Self.makeDirectory(shared, ids)
         ferry = shared + "/ferry"
-        try Self.copyIfChanged(FerryProcess.ferryExecutable, to: ferry, ids)
         samples = shared + "/samples"
-        try Self.copyTree(FerryProcess.samplesDirectory, to: samples, ids)
         tools = shared + "/tools"
-        try Self.copyTree((FerryProcess.samplesDirectory as NSString).deletingLastPathComponent + "/Tests/Tools", to: tools, ids)
+        try Self.settingUp.withLock { [ids, ferry, samples, tools] in
+            try Self.makeDirectory(base, ids)
+            try Self.makeDirectory(shared, ids)
+            try Self.copyIfChanged(FerryProcess.ferryExecutable, to: ferry, ids)
+            try Self.copyTree(FerryProcess.samplesDirectory, to: samples, ids)
+            try Self.copyTree((FerryProcess.samplesDirectory as NSString).deletingLastPathComponent + "/Tests/Tools", to: tools, ids)
+        }
         var template = Array((base + "/run-XXXXXX").utf8CString)
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
             throw Unavailable(description: "cannot make a directory in \(base)")
@@ -106,6 +109,8 @@ public final class UserSandbox: @unchecked Sendable {
     }
 
     // MARK: Setting up
+
+    private static let settingUp = NSLock()
 
     private static func makeDirectory(_ path: String, _ ids: (uid: uid_t, gid: gid_t)?) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

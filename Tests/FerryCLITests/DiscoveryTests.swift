@@ -22,114 +22,122 @@ import Testing
         return r.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
     }
 
-    @Test func aRunningListenerIsAdvertisedWithItsPortAndTXTAndWithdrawnWhenItStops() throws {
-        let tmp = TemporaryDirectory()
-        let a = tmp.appending("a")
-        try initFolder(a)
-        let type = uniqueType()
-        let agent = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type, "--service-name", "ferry test a"])
-        let url = try #require(agent.url)
-        let port = try #require(url.split(separator: ":").last?.split(separator: "/").first.map(String.init))
-        let fingerprint = try FerryProcess.shell("openssl x509 -in .ferry/tls/anonymous.pem -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f", in: a)
-            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        var lines: [String] = []
-        #expect(eventually(10) { lines = (try? browse(type)) ?? []; return !lines.isEmpty }, "not advertised; log: \(agent.log())")
-        let line = lines.first ?? ""
-        #expect(line.contains("ferry test a") || line.contains("ferry\\032test\\032a"), "\(line)")
-        #expect(line.contains(";127.0.0.1;\(port);"), "\(line)")
-        for entry in ["\"db=inventory\"", "\"tls=1\"", "\"fp=\(fingerprint)\"", "\"v=1\""] { #expect(line.contains(entry), "\(entry) in \(line)") }
-        agent.stop()
-        #expect(eventually(10) { ((try? browse(type)) ?? ["still there"]).isEmpty }, "still advertised after stop")
+    @Test func aRunningListenerIsAdvertisedWithItsPortAndTXTAndWithdrawnWhenItStops() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = tmp.appending("a")
+            try initFolder(a)
+            let type = uniqueType()
+            let agent = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type, "--service-name", "ferry test a"])
+            let url = try #require(agent.url)
+            let port = try #require(url.split(separator: ":").last?.split(separator: "/").first.map(String.init))
+            let fingerprint = try FerryProcess.shell("openssl x509 -in .ferry/tls/anonymous.pem -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f", in: a)
+                .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            var lines: [String] = []
+            #expect(eventually(10) { lines = (try? browse(type)) ?? []; return !lines.isEmpty }, "not advertised; log: \(agent.log())")
+            let line = lines.first ?? ""
+            #expect(line.contains("ferry test a") || line.contains("ferry\\032test\\032a"), "\(line)")
+            #expect(line.contains(";127.0.0.1;\(port);"), "\(line)")
+            for entry in ["\"db=inventory\"", "\"tls=1\"", "\"fp=\(fingerprint)\"", "\"v=1\""] { #expect(line.contains(entry), "\(entry) in \(line)") }
+            agent.stop()
+            #expect(eventually(10) { ((try? browse(type)) ?? ["still there"]).isEmpty }, "still advertised after stop")
 
-        // --no-advertise: nothing appears.
-        let quiet = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type, "--no-advertise"])
-        usleep(1_500_000)
-        #expect(try browse(type).isEmpty)
-        quiet.stop()
+            // --no-advertise: nothing appears.
+            let quiet = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type, "--no-advertise"])
+            usleep(1_500_000)
+            #expect(try browse(type).isEmpty)
+            quiet.stop()
+        }
     }
 
-    @Test func aServicePublishedByAvahiAppearsInFerryPeers() throws {
-        let type = uniqueType()
-        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
-        defer { close(null) }
-        let publisher = try ChildProcess("/usr/bin/avahi-publish-service",
-                                         ["-s", "published by avahi", type, "4984", "db=inventory", "tls=1", "fp=\(String(repeating: "ab", count: 32))", "v=1"],
-                                         environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
-        // SIGTERM, as from a shell: ChildProcess gives the child default signal handling.
-        defer { #expect(publisher.stop(grace: 5) == 0) }
-        var found: [[String: Any]] = []
-        #expect(eventually(10) {
-            let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
-            found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
-            return !found.isEmpty
-        })
-        let peer = try #require(found.first)
-        #expect(peer["name"] as? String == "published by avahi")
-        #expect(peer["port"] as? Int == 4984)
-        #expect(peer["address"] as? String == "127.0.0.1")
-        #expect(peer["url"] as? String == "wss://127.0.0.1:4984/inventory")
-        #expect(peer["fingerprint"] as? String == String(repeating: "ab", count: 32))
-        let text = try FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type])
-        #expect(text.status == 0 && text.stdout.contains("published by avahi") && text.stdout.contains("wss://127.0.0.1:4984/inventory"), "\(text.stdout)")
+    @Test func aServicePublishedByAvahiAppearsInFerryPeers() async throws {
+        try await endToEnd {
+            let type = uniqueType()
+            let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+            defer { close(null) }
+            let publisher = try ChildProcess("/usr/bin/avahi-publish-service",
+                                             ["-s", "published by avahi", type, "4984", "db=inventory", "tls=1", "fp=\(String(repeating: "ab", count: 32))", "v=1"],
+                                             environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
+            // SIGTERM, as from a shell: ChildProcess gives the child default signal handling.
+            defer { #expect(publisher.stop(grace: 5) == 0) }
+            var found: [[String: Any]] = []
+            #expect(eventually(10) {
+                let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
+                found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
+                return !found.isEmpty
+            })
+            let peer = try #require(found.first)
+            #expect(peer["name"] as? String == "published by avahi")
+            #expect(peer["port"] as? Int == 4984)
+            #expect(peer["address"] as? String == "127.0.0.1")
+            #expect(peer["url"] as? String == "wss://127.0.0.1:4984/inventory")
+            #expect(peer["fingerprint"] as? String == String(repeating: "ab", count: 32))
+            let text = try FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type])
+            #expect(text.status == 0 && text.stdout.contains("published by avahi") && text.stdout.contains("wss://127.0.0.1:4984/inventory"), "\(text.stdout)")
+        }
     }
 
-    @Test func syncDiscoverPinsTheAdvertisedFingerprintAndRefusesAChangedOne() throws {
-        let tmp = TemporaryDirectory()
-        let a = tmp.appending("a"), b = tmp.appending("b")
-        try initFolder(a, sample: true)
-        try initFolder(b)
-        let type = uniqueType()
-        var listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-        var first = try FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)
-        #expect(eventually(10) {
-            if first.status == 0 { return true }
-            first = (try? FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)) ?? first
-            return first.status == 0
-        }, "\(first.stderr)")
-        #expect(first.stderr.contains("pinned"), "\(first.stderr)")
-        #expect(FileManager.default.fileExists(atPath: b + "/samplelist.json"))
-        let known = try String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8)
-        let fingerprint = try FerryProcess.shell("openssl x509 -in .ferry/tls/anonymous.pem -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f", in: a)
-            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(known.contains(fingerprint))
+    @Test func syncDiscoverPinsTheAdvertisedFingerprintAndRefusesAChangedOne() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = tmp.appending("a"), b = tmp.appending("b")
+            try initFolder(a, sample: true)
+            try initFolder(b)
+            let type = uniqueType()
+            var listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            var first = try FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)
+            #expect(eventually(10) {
+                if first.status == 0 { return true }
+                first = (try? FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)) ?? first
+                return first.status == 0
+            }, "\(first.stderr)")
+            #expect(first.stderr.contains("pinned"), "\(first.stderr)")
+            #expect(FileManager.default.fileExists(atPath: b + "/samplelist.json"))
+            let known = try String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8)
+            let fingerprint = try FerryProcess.shell("openssl x509 -in .ferry/tls/anonymous.pem -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f", in: a)
+                .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(known.contains(fingerprint))
 
-        // A new identity on the same peer: refused, with a warning naming both fingerprints.
-        listener.stop()
-        #expect(try FerryProcess.ferry(["identity", "delete", "--anonymous"], in: a).status == 0)
-        listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-        var refused = first
-        #expect(eventually(10) {
-            refused = (try? FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)) ?? refused
-            return refused.status == 3
-        }, "\(refused.stderr)")
-        #expect(refused.stderr.contains("changed from \(fingerprint)"), "\(refused.stderr)")
+            // A new identity on the same peer: refused, with a warning naming both fingerprints.
+            listener.stop()
+            #expect(try FerryProcess.ferry(["identity", "delete", "--anonymous"], in: a).status == 0)
+            listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            var refused = first
+            #expect(eventually(10) {
+                refused = (try? FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)) ?? refused
+                return refused.status == 3
+            }, "\(refused.stderr)")
+            #expect(refused.stderr.contains("changed from \(fingerprint)"), "\(refused.stderr)")
 
-        // A damaged pin file fails closed: nothing is trusted, and it is not reset (issue 17).
-        try "{not json".write(toFile: b + "/.ferry/known-peers.json", atomically: true, encoding: .utf8)
-        let damaged = try FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)
-        #expect(damaged.status == 3, "\(damaged.stderr)")
-        #expect(damaged.stderr.contains("known-peers.json is not a readable JSON object"), "\(damaged.stderr)")
-        #expect(try String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8) == "{not json")
-        listener.stop()
+            // A damaged pin file fails closed: nothing is trusted, and it is not reset (issue 17).
+            try "{not json".write(toFile: b + "/.ferry/known-peers.json", atomically: true, encoding: .utf8)
+            let damaged = try FerryProcess.ferry(["sync", "--discover", "--service-type", type], in: b)
+            #expect(damaged.status == 3, "\(damaged.stderr)")
+            #expect(damaged.stderr.contains("known-peers.json is not a readable JSON object"), "\(damaged.stderr)")
+            #expect(try String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8) == "{not json")
+            listener.stop()
+        }
     }
 
-    @Test func withoutADaemonServeRunsOnAndPeersSaysWhy() throws {
-        let tmp = TemporaryDirectory()
-        let a = tmp.appending("a"), b = tmp.appending("b")
-        try initFolder(a, sample: true)
-        try initFolder(b)
-        // No D-Bus to reach avahi through: the same as no daemon for the dns_sd library.
-        let noBus = ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(tmp.path)/no-such-bus"]
-        let peers = try FerryProcess.ferry(["peers", "--timeout", "1"], environment: noBus)
-        #expect(peers.status == 1, "\(peers.stderr)")
-        #expect(peers.stderr.contains("no mDNS daemon"), "\(peers.stderr)")
+    @Test func withoutADaemonServeRunsOnAndPeersSaysWhy() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = tmp.appending("a"), b = tmp.appending("b")
+            try initFolder(a, sample: true)
+            try initFolder(b)
+            // No D-Bus to reach avahi through: the same as no daemon for the dns_sd library.
+            let noBus = ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(tmp.path)/no-such-bus"]
+            let peers = try FerryProcess.ferry(["peers", "--timeout", "1"], environment: noBus)
+            #expect(peers.status == 1, "\(peers.stderr)")
+            #expect(peers.stderr.contains("no mDNS daemon"), "\(peers.stderr)")
 
-        let listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--tls", "off"], environment: noBus)
-        let replicator = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", try #require(listener.url)], environment: noBus)
-        #expect(eventually { FileManager.default.fileExists(atPath: b + "/samplelist.json") })
-        let log = listener.log()
-        #expect(log.components(separatedBy: "discovery is off").count == 2, "said once: \(log)")
-        replicator.stop()
-        listener.stop()
+            let listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--tls", "off"], environment: noBus)
+            let replicator = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", try #require(listener.url)], environment: noBus)
+            #expect(eventually { FileManager.default.fileExists(atPath: b + "/samplelist.json") })
+            let log = listener.log()
+            #expect(log.components(separatedBy: "discovery is off").count == 2, "said once: \(log)")
+            replicator.stop()
+            listener.stop()
+        }
     }
 }

@@ -18,117 +18,127 @@ import FerryTesting
         try folders.allSatisfy { try sandbox.ferry(["verify"], in: $0).status == 0 }
     }
 
-    @Test func aPeersDocumentsUnderASymlinkedDirectoryAreHeldBackNotWrittenThroughIt() throws {
-        let sandbox = try UserSandbox()
-        let (a, b, outside) = (sandbox.path("a"), sandbox.path("b"), sandbox.path("outside"))
-        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
-        try sandbox.shell(#"mkdir -p shared && printf '{"from": "b"}\n' > shared/x.json && printf '{"only": "b"}\n' > shared/y.json"#, in: b)
-        #expect(try sandbox.shell("mkdir -p outside && printf '{\"secret\": 1}\\n' > outside/x.json && ln -sfn \(outside) a/shared", in: sandbox.root).status == 0)
-        let before = try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout
-        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
-        let url = try #require(listener.url)
-        let sync = try sandbox.ferry(["sync", url], in: b)
-        #expect(sync.status == 0, "\(sync.stderr)")
-
-        // Nothing outside the folder changed, b's files are b's, and a's own files under the
-        // link were never read as documents (nothing of `outside` travelled to b).
-        #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
-        #expect(FileManager.default.contents(atPath: b + "/shared/x.json") == Data(#"{"from": "b"}"#.utf8 + [0x0A]))
-        #expect(try Self.entries(b).allSatisfy { $0.origin == "local" }, "b received something from a")
-        // a holds both documents' revisions back and says so.
-        #expect(try Set(Self.entries(a).map(\.doc.rawValue)) == ["shared/x.json", "shared/y.json"])
-        let conflicts = try sandbox.ferry(["conflicts"], in: a)
-        #expect(conflicts.stdout.contains("HELD BACK\tshared/x.json\tshared is a symbolic link"), "\(conflicts.stdout)")
-        #expect(try sandbox.ferry(["status"], in: a).stdout.contains("held back: shared/y.json"))
-        #expect(try Self.verified(sandbox, [a, b]))
-
-        // The link goes; the documents come in.
-        #expect(try sandbox.shell("rm shared", in: a).status == 0)
-        #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/y.json") ?? Data()))) == ["only": "b"] })
-        #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/x.json") ?? Data()))) == ["from": "b"] })
-        #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
-        #expect(listener.stop() == 0)
-        #expect(try Self.verified(sandbox, [a, b]))
-    }
-
-    @Test func aFileAndADirectoryOfTheSameNameAreBothKeptAndNothingIsDeleted() throws {
-        let sandbox = try UserSandbox()
-        let (a, b) = (sandbox.path("a"), sandbox.path("b"))
-        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
-        try sandbox.shell("printf 'a plain file\\n' > clash", in: a)
-        try sandbox.shell(#"mkdir clash && printf '{"inner": 1}\n' > clash/inner.json"#, in: b)
-        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
-        let url = try #require(listener.url)
-        for round in 1...2 {
-            let started = Date()
+    @Test func aPeersDocumentsUnderASymlinkedDirectoryAreHeldBackNotWrittenThroughIt() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (a, b, outside) = (sandbox.path("a"), sandbox.path("b"), sandbox.path("outside"))
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+            try sandbox.shell(#"mkdir -p shared && printf '{"from": "b"}\n' > shared/x.json && printf '{"only": "b"}\n' > shared/y.json"#, in: b)
+            #expect(try sandbox.shell("mkdir -p outside && printf '{\"secret\": 1}\\n' > outside/x.json && ln -sfn \(outside) a/shared", in: sandbox.root).status == 0)
+            let before = try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout
+            let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let url = try #require(listener.url)
             let sync = try sandbox.ferry(["sync", url], in: b)
-            #expect(sync.status == 0, "round \(round): \(sync.stderr)")
-            #expect(Date().timeIntervalSince(started) < 30, "round \(round) took \(Date().timeIntervalSince(started)) s")
+            #expect(sync.status == 0, "\(sync.stderr)")
+
+            // Nothing outside the folder changed, b's files are b's, and a's own files under the
+            // link were never read as documents (nothing of `outside` travelled to b).
+            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+            #expect(FileManager.default.contents(atPath: b + "/shared/x.json") == Data(#"{"from": "b"}"#.utf8 + [0x0A]))
+            #expect(try Self.entries(b).allSatisfy { $0.origin == "local" }, "b received something from a")
+            // a holds both documents' revisions back and says so.
+            #expect(try Set(Self.entries(a).map(\.doc.rawValue)) == ["shared/x.json", "shared/y.json"])
+            let conflicts = try sandbox.ferry(["conflicts"], in: a)
+            #expect(conflicts.stdout.contains("HELD BACK\tshared/x.json\tshared is a symbolic link"), "\(conflicts.stdout)")
+            #expect(try sandbox.ferry(["status"], in: a).stdout.contains("held back: shared/y.json"))
+            #expect(try Self.verified(sandbox, [a, b]))
+
+            // The link goes; the documents come in.
+            #expect(try sandbox.shell("rm shared", in: a).status == 0)
+            #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/y.json") ?? Data()))) == ["only": "b"] })
+            #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/x.json") ?? Data()))) == ["from": "b"] })
+            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+            #expect(listener.stop() == 0)
+            #expect(try Self.verified(sandbox, [a, b]))
         }
-        #expect(FileManager.default.contents(atPath: a + "/clash") == Data("a plain file\n".utf8))
-        #expect(FileManager.default.contents(atPath: b + "/clash/inner.json") == Data(#"{"inner": 1}"#.utf8 + [0x0A]))
-        for folder in [a, b] {
-            let entries = try Self.entries(folder)
-            #expect(entries.filter(\.deleted).isEmpty, "\(folder): a deletion nobody made: \(entries.filter(\.deleted))")
-            #expect(Set(entries.map(\.doc.rawValue)) == ["clash", "clash/inner.json"], "\(folder): \(entries.map(\.doc))")
-            let conflicts = try sandbox.ferry(["conflicts"], in: folder)
-            #expect(conflicts.stdout.contains("HELD BACK"), "\(folder): \(conflicts.stdout)")
-        }
-        #expect(listener.stop() == 0)
-        #expect(try Self.verified(sandbox, [a, b]))
     }
 
-    @Test func anUnreadableFileIsReportedNotFatalAndRecordedOnceReadable() throws {
-        let sandbox = try UserSandbox()
-        let a = sandbox.path("a")
-        #expect(try sandbox.ferry(["init", a], in: sandbox.root).status == 0)
-        try sandbox.shell(#"printf '{"v": 1}\n' > open.json && printf '{"v": "hidden"}\n' > secret.json && printf 'bytes\n' > secret.bin && chmod 000 secret.json secret.bin"#, in: a)
-        let status = try sandbox.ferry(["status"], in: a)
-        #expect(status.status == 0, "\(status.stderr)")
-        #expect(status.stdout.contains("unreadable: secret.json: permission denied"), "\(status.stdout)")
-        #expect(status.stdout.contains("unreadable: secret.bin: permission denied"), "\(status.stdout)")
-        let verify = try sandbox.ferry(["verify"], in: a)
-        #expect(!verify.stderr.contains("Permission denied"), "\(verify.stderr)")
-        let agent = try sandbox.agent(folder: a)
-        #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
-        try sandbox.shell("chmod 644 secret.json secret.bin", in: a)
-        #expect(eventually(10) { Set(RevisionLogReader.lines(a).map(\.doc)) == ["open.json", "secret.json", "secret.bin"] },
-                "\(agent.log().suffix(1500))")
-        #expect(agent.stop() == 0)
-        #expect(try sandbox.ferry(["verify"], in: a).status == 0)
+    @Test func aFileAndADirectoryOfTheSameNameAreBothKeptAndNothingIsDeleted() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+            try sandbox.shell("printf 'a plain file\\n' > clash", in: a)
+            try sandbox.shell(#"mkdir clash && printf '{"inner": 1}\n' > clash/inner.json"#, in: b)
+            let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let url = try #require(listener.url)
+            for round in 1...2 {
+                let started = Date()
+                let sync = try sandbox.ferry(["sync", url], in: b)
+                #expect(sync.status == 0, "round \(round): \(sync.stderr)")
+                #expect(Date().timeIntervalSince(started) < 30, "round \(round) took \(Date().timeIntervalSince(started)) s")
+            }
+            #expect(FileManager.default.contents(atPath: a + "/clash") == Data("a plain file\n".utf8))
+            #expect(FileManager.default.contents(atPath: b + "/clash/inner.json") == Data(#"{"inner": 1}"#.utf8 + [0x0A]))
+            for folder in [a, b] {
+                let entries = try Self.entries(folder)
+                #expect(entries.filter(\.deleted).isEmpty, "\(folder): a deletion nobody made: \(entries.filter(\.deleted))")
+                #expect(Set(entries.map(\.doc.rawValue)) == ["clash", "clash/inner.json"], "\(folder): \(entries.map(\.doc))")
+                let conflicts = try sandbox.ferry(["conflicts"], in: folder)
+                #expect(conflicts.stdout.contains("HELD BACK"), "\(folder): \(conflicts.stdout)")
+            }
+            #expect(listener.stop() == 0)
+            #expect(try Self.verified(sandbox, [a, b]))
+        }
     }
 
-    @Test func aFerryFolderInsideAnotherKeepsItsStateToItself() throws {
-        let sandbox = try UserSandbox()
-        let (outer, inner) = (sandbox.path("outer"), sandbox.path("outer/inner"))
-        #expect(try sandbox.ferry(["init", inner], in: sandbox.root).status == 0)
-        try sandbox.shell(#"printf '{"v": 1}\n' > doc.json"#, in: inner)
-        #expect(try sandbox.ferry(["scan"], in: inner).status == 0)
-        #expect(try sandbox.ferry(["init", outer], in: sandbox.root).status == 0)
-        let docs = Set(RevisionLogReader.lines(outer).map(\.doc))
-        #expect(docs == ["inner/doc.json"], "\(docs)")
-        #expect(try sandbox.ferry(["status"], in: outer).stdout.contains("not synced: inner/.ferry"))
+    @Test func anUnreadableFileIsReportedNotFatalAndRecordedOnceReadable() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let a = sandbox.path("a")
+            #expect(try sandbox.ferry(["init", a], in: sandbox.root).status == 0)
+            try sandbox.shell(#"printf '{"v": 1}\n' > open.json && printf '{"v": "hidden"}\n' > secret.json && printf 'bytes\n' > secret.bin && chmod 000 secret.json secret.bin"#, in: a)
+            let status = try sandbox.ferry(["status"], in: a)
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains("unreadable: secret.json: permission denied"), "\(status.stdout)")
+            #expect(status.stdout.contains("unreadable: secret.bin: permission denied"), "\(status.stdout)")
+            let verify = try sandbox.ferry(["verify"], in: a)
+            #expect(!verify.stderr.contains("Permission denied"), "\(verify.stderr)")
+            let agent = try sandbox.agent(folder: a)
+            #expect(eventually(10) { RevisionLogReader.lines(a).count == 1 })
+            try sandbox.shell("chmod 644 secret.json secret.bin", in: a)
+            #expect(eventually(10) { Set(RevisionLogReader.lines(a).map(\.doc)) == ["open.json", "secret.json", "secret.bin"] },
+                    "\(agent.log().suffix(1500))")
+            #expect(agent.stop() == 0)
+            #expect(try sandbox.ferry(["verify"], in: a).status == 0)
+        }
+    }
+
+    @Test func aFerryFolderInsideAnotherKeepsItsStateToItself() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (outer, inner) = (sandbox.path("outer"), sandbox.path("outer/inner"))
+            #expect(try sandbox.ferry(["init", inner], in: sandbox.root).status == 0)
+            try sandbox.shell(#"printf '{"v": 1}\n' > doc.json"#, in: inner)
+            #expect(try sandbox.ferry(["scan"], in: inner).status == 0)
+            #expect(try sandbox.ferry(["init", outer], in: sandbox.root).status == 0)
+            let docs = Set(RevisionLogReader.lines(outer).map(\.doc))
+            #expect(docs == ["inner/doc.json"], "\(docs)")
+            #expect(try sandbox.ferry(["status"], in: outer).stdout.contains("not synced: inner/.ferry"))
+        }
     }
 
     /// A 256 MiB file with 8 KiB of data stays sparse: its object and the peer's copy take
     /// about what its data takes, not 256 MiB each.
-    @Test func aSparseFileStaysSparseInTheObjectsAndOnThePeer() throws {
-        let sandbox = try UserSandbox()
-        let (a, b) = (sandbox.path("a"), sandbox.path("b"))
-        for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
-        try sandbox.shell("truncate -s 256M disk.img && printf 'head' | dd of=disk.img conv=notrunc status=none && printf 'middle' | dd of=disk.img bs=1M seek=100 conv=notrunc status=none", in: a)
-        #expect(try sandbox.ferry(["scan"], in: a).status == 0)
-        let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
-        let sync = try sandbox.ferry(["sync", try #require(listener.url), "--pull"], in: b)
-        #expect(sync.status == 0, "\(sync.stderr)")
-        #expect(listener.stop() == 0)
-        let same = try sandbox.shell("cmp a/disk.img b/disk.img && sha256sum a/disk.img | cut -c1-64", in: sandbox.root)
-        #expect(same.status == 0, "\(same.stdout) \(same.stderr)")
-        let digest = same.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let object = ".ferry/objects/\(digest.prefix(2))/\(digest.dropFirst(2))"
-        let usage = try sandbox.shell("du -k --apparent-size b/disk.img | cut -f1; du -k b/disk.img a/\(object) b/\(object) | cut -f1", in: sandbox.root)
-        let kib = usage.stdout.split(separator: "\n").compactMap { Int($0) }
-        #expect(kib.count == 4 && kib[0] == 256 * 1024, "\(usage.stdout) \(usage.stderr)")
-        #expect(kib.dropFirst().allSatisfy { $0 < 1024 }, "disk use in KiB (file, a's object, b's object): \(kib.dropFirst())")
+    @Test func aSparseFileStaysSparseInTheObjectsAndOnThePeer() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
+            try sandbox.shell("truncate -s 256M disk.img && printf 'head' | dd of=disk.img conv=notrunc status=none && printf 'middle' | dd of=disk.img bs=1M seek=100 conv=notrunc status=none", in: a)
+            #expect(try sandbox.ferry(["scan"], in: a).status == 0)
+            let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let sync = try sandbox.ferry(["sync", try #require(listener.url), "--pull"], in: b)
+            #expect(sync.status == 0, "\(sync.stderr)")
+            #expect(listener.stop() == 0)
+            let same = try sandbox.shell("cmp a/disk.img b/disk.img && sha256sum a/disk.img | cut -c1-64", in: sandbox.root)
+            #expect(same.status == 0, "\(same.stdout) \(same.stderr)")
+            let digest = same.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let object = ".ferry/objects/\(digest.prefix(2))/\(digest.dropFirst(2))"
+            let usage = try sandbox.shell("du -k --apparent-size b/disk.img | cut -f1; du -k b/disk.img a/\(object) b/\(object) | cut -f1", in: sandbox.root)
+            let kib = usage.stdout.split(separator: "\n").compactMap { Int($0) }
+            #expect(kib.count == 4 && kib[0] == 256 * 1024, "\(usage.stdout) \(usage.stderr)")
+            #expect(kib.dropFirst().allSatisfy { $0 < 1024 }, "disk use in KiB (file, a's object, b's object): \(kib.dropFirst())")
+        }
     }
 }

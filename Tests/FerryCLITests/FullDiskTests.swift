@@ -15,38 +15,40 @@ import FerryTesting
     }()
 
     @Test(.enabled(if: canMount, "skipped: mounting a 3 MiB tmpfs needs root and a sandbox that allows mount"))
-    func aFullDiskLosesNothing() throws {
-        let tmp = TemporaryDirectory()
-        let mnt = tmp.appending("small")
-        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-        guard try FerryProcess.shell("mount -t tmpfs -o size=3m ferry-test \(mnt)").status == 0 else {
-            Issue.record("mount failed although running as root")
-            return
+    func aFullDiskLosesNothing() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let mnt = tmp.appending("small")
+            try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+            guard try FerryProcess.shell("mount -t tmpfs -o size=3m ferry-test \(mnt)").status == 0 else {
+                Issue.record("mount failed although running as root")
+                return
+            }
+            defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+            let dir = mnt + "/inv"
+            #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
+            let agent = try RunningAgent(folder: dir)
+            let before = RevisionLogReader.lines(dir).count
+            // Fill the disk (outside the folder), then save an edit in place.
+            _ = try FerryProcess.shell("dd if=/dev/zero of=\(mnt)/filler bs=4k 2>/dev/null; true")
+            let edit = try FerryProcess.shell("python3 -c \"p='samplelist.json'; t=open(p).read().replace('\\\"Inventory\\\"', '\\\"Full\\\"', 1); open(p, 'w').write(t)\"", in: dir)
+            #expect(edit.status == 0, "\(edit.stderr)")
+            let deadline = Date().addingTimeInterval(3)
+            while !agent.log().contains("No space left") && Date() < deadline { usleep(20_000) }
+            #expect(agent.log().contains("No space left on device"), "\(agent.log())")
+            #expect(RevisionLogReader.lines(dir).count == before)
+            let tornCheck = try FerryProcess.shell("tail -c 1 .ferry/revs.log | od -An -c", in: dir)
+            #expect(tornCheck.stdout.contains("\\n"))
+            // Room again: the next save is recorded, and the folder verifies.
+            _ = try FerryProcess.shell("rm -f \(mnt)/filler")
+            _ = try FerryProcess.shell("python3 -c \"p='samplelist.json'; t=open(p).read().replace('\\\"Full\\\"', '\\\"Room\\\"', 1); open(p, 'w').write(t)\"", in: dir)
+            let after = RevisionLogReader.wait(dir, count: before + 1, timeout: 3)
+            #expect(after.count == before + 1)
+            agent.stop()
+            let verify = try FerryProcess.ferry(["verify"], in: dir)
+            #expect(verify.status == 0, "\(verify.stdout)")
+            #expect(try FileSystemCheck.emptyTemp(dir))
         }
-        defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
-        let dir = mnt + "/inv"
-        #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
-        let agent = try RunningAgent(folder: dir)
-        let before = RevisionLogReader.lines(dir).count
-        // Fill the disk (outside the folder), then save an edit in place.
-        _ = try FerryProcess.shell("dd if=/dev/zero of=\(mnt)/filler bs=4k 2>/dev/null; true")
-        let edit = try FerryProcess.shell("python3 -c \"p='samplelist.json'; t=open(p).read().replace('\\\"Inventory\\\"', '\\\"Full\\\"', 1); open(p, 'w').write(t)\"", in: dir)
-        #expect(edit.status == 0, "\(edit.stderr)")
-        let deadline = Date().addingTimeInterval(3)
-        while !agent.log().contains("No space left") && Date() < deadline { usleep(20_000) }
-        #expect(agent.log().contains("No space left on device"), "\(agent.log())")
-        #expect(RevisionLogReader.lines(dir).count == before)
-        let tornCheck = try FerryProcess.shell("tail -c 1 .ferry/revs.log | od -An -c", in: dir)
-        #expect(tornCheck.stdout.contains("\\n"))
-        // Room again: the next save is recorded, and the folder verifies.
-        _ = try FerryProcess.shell("rm -f \(mnt)/filler")
-        _ = try FerryProcess.shell("python3 -c \"p='samplelist.json'; t=open(p).read().replace('\\\"Full\\\"', '\\\"Room\\\"', 1); open(p, 'w').write(t)\"", in: dir)
-        let after = RevisionLogReader.wait(dir, count: before + 1, timeout: 3)
-        #expect(after.count == before + 1)
-        agent.stop()
-        let verify = try FerryProcess.ferry(["verify"], in: dir)
-        #expect(verify.status == 0, "\(verify.stdout)")
-        #expect(try FileSystemCheck.emptyTemp(dir))
     }
 }
 
@@ -54,44 +56,46 @@ extension FullDiskTests {
     /// Issue 17: the receiver's disk fills during continuous replication; once room is back,
     /// every document arrives within 10 s, with no reconnection needed and nothing damaged.
     @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))
-    func continuousReplicationResumesOnceTheDiskHasRoomAgain() throws {
-        let tmp = TemporaryDirectory()
-        let a = tmp.appending("a"), mnt = tmp.appending("small")
-        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-        guard try FerryProcess.shell("mount -t tmpfs -o size=8m ferry-test \(mnt)").status == 0 else {
-            Issue.record("mount failed although running as root")
-            return
+    func continuousReplicationResumesOnceTheDiskHasRoomAgain() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = tmp.appending("a"), mnt = tmp.appending("small")
+            try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+            guard try FerryProcess.shell("mount -t tmpfs -o size=8m ferry-test \(mnt)").status == 0 else {
+                Issue.record("mount failed although running as root")
+                return
+            }
+            defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+            // 300 documents of 4 KB: 2.4 MB on the receiver (each body as an object and a file).
+            let make = try FerryProcess.shell(#"mkdir -p a && cd a && for i in $(seq 1 300); do printf '{"n": %d, "pad": "%s"}\n' $i "$(head -c 2000 /dev/zero | tr '\0' x)$(printf %04d $i)" > doc$i.json; done"#,
+                                              in: tmp.path)
+            #expect(make.status == 0, "\(make.stderr)")
+            #expect(try FerryProcess.ferry(["init", a, "--name", "inv"]).status == 0)
+            let b = mnt + "/b"
+            #expect(try FerryProcess.ferry(["init", b, "--name", "inv"]).status == 0)
+            // Leave about 300 KB free: room for a few dozen documents.
+            let fill = try FerryProcess.shell("free=$(df --output=avail -B1 . | tail -1); dd if=/dev/zero of=filler bs=4096 count=$(( (free - 300000) / 4096 )) 2>/dev/null; df -k .",
+                                              in: mnt)
+            #expect(fill.status == 0, "\(fill.stderr)")
+            let listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"])
+            let url = try #require(listener.url)
+            let receiver = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", url, "--max-attempt-wait", "0.5"])
+            #expect(eventually(20) { receiver.log().contains("No space left") || listener.log().contains("No space left") },
+                    "\(receiver.log().suffix(2000))")
+            let arrivedWhileFull = FolderComparison.files(b).count
+            #expect(arrivedWhileFull < 300)
+            _ = try FerryProcess.shell("rm -f filler", in: mnt)
+            let roomAgain = Date()
+            #expect(eventually(10) { FolderComparison.differences(a, b).isEmpty },
+                    "\(FolderComparison.differences(a, b).prefix(5)) after \(Date().timeIntervalSince(roomAgain)) s; \(receiver.log().suffix(1500))")
+            let took = Date().timeIntervalSince(roomAgain)
+            receiver.stop()
+            listener.stop()
+            #expect(took < 10)
+            let verify = try FerryProcess.ferry(["verify"], in: b)
+            #expect(verify.status == 0, "\(verify.stdout)")
+            #expect(try FileSystemCheck.emptyTemp(b))
         }
-        defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
-        // 300 documents of 4 KB: 2.4 MB on the receiver (each body as an object and a file).
-        let make = try FerryProcess.shell(#"mkdir -p a && cd a && for i in $(seq 1 300); do printf '{"n": %d, "pad": "%s"}\n' $i "$(head -c 2000 /dev/zero | tr '\0' x)$(printf %04d $i)" > doc$i.json; done"#,
-                                          in: tmp.path)
-        #expect(make.status == 0, "\(make.stderr)")
-        #expect(try FerryProcess.ferry(["init", a, "--name", "inv"]).status == 0)
-        let b = mnt + "/b"
-        #expect(try FerryProcess.ferry(["init", b, "--name", "inv"]).status == 0)
-        // Leave about 300 KB free: room for a few dozen documents.
-        let fill = try FerryProcess.shell("free=$(df --output=avail -B1 . | tail -1); dd if=/dev/zero of=filler bs=4096 count=$(( (free - 300000) / 4096 )) 2>/dev/null; df -k .",
-                                          in: mnt)
-        #expect(fill.status == 0, "\(fill.stderr)")
-        let listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"])
-        let url = try #require(listener.url)
-        let receiver = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", url, "--max-attempt-wait", "0.5"])
-        #expect(eventually(20) { receiver.log().contains("No space left") || listener.log().contains("No space left") },
-                "\(receiver.log().suffix(2000))")
-        let arrivedWhileFull = FolderComparison.files(b).count
-        #expect(arrivedWhileFull < 300)
-        _ = try FerryProcess.shell("rm -f filler", in: mnt)
-        let roomAgain = Date()
-        #expect(eventually(10) { FolderComparison.differences(a, b).isEmpty },
-                "\(FolderComparison.differences(a, b).prefix(5)) after \(Date().timeIntervalSince(roomAgain)) s; \(receiver.log().suffix(1500))")
-        let took = Date().timeIntervalSince(roomAgain)
-        receiver.stop()
-        listener.stop()
-        #expect(took < 10)
-        let verify = try FerryProcess.ferry(["verify"], in: b)
-        #expect(verify.status == 0, "\(verify.stdout)")
-        #expect(try FileSystemCheck.emptyTemp(b))
     }
 }
 
@@ -99,25 +103,27 @@ extension FullDiskTests {
     /// A folder bind-mounted inside itself: ferry's own log, lock and objects are never
     /// documents, and the scan and the watcher end (issue 17).
     @Test(.enabled(if: canMount, "skipped: bind-mounting needs root and a sandbox that allows mount"))
-    func aFolderMountedInsideItselfIsNotADocumentTree() throws {
-        let tmp = TemporaryDirectory()
-        let dir = tmp.appending("inv")
-        #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
-        try FileManager.default.createDirectory(atPath: dir + "/loop", withIntermediateDirectories: true)
-        guard try FerryProcess.shell("mount --bind \(dir) \(dir)/loop").status == 0 else {
-            Issue.record("bind mount failed although running as root")
-            return
+    func aFolderMountedInsideItselfIsNotADocumentTree() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("inv")
+            #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
+            try FileManager.default.createDirectory(atPath: dir + "/loop", withIntermediateDirectories: true)
+            guard try FerryProcess.shell("mount --bind \(dir) \(dir)/loop").status == 0 else {
+                Issue.record("bind mount failed although running as root")
+                return
+            }
+            defer { _ = try? FerryProcess.shell("umount -l \(dir)/loop") }
+            let agent = try RunningAgent(folder: dir)
+            try "{\"v\": 1}\n".write(toFile: dir + "/new.json", atomically: false, encoding: .utf8)
+            #expect(eventually(10) { RevisionLogReader.lines(dir).count == 2 })
+            let scan = try FerryProcess.ferry(["status"], in: dir)
+            #expect(scan.status == 0, "\(scan.stderr)")
+            #expect(scan.stdout.contains("not synced: loop"), "\(scan.stdout)")
+            agent.stop()
+            let docs = Set(RevisionLogReader.lines(dir).map(\.doc))
+            #expect(docs == ["samplelist.json", "new.json"], "\(docs)")
         }
-        defer { _ = try? FerryProcess.shell("umount -l \(dir)/loop") }
-        let agent = try RunningAgent(folder: dir)
-        try "{\"v\": 1}\n".write(toFile: dir + "/new.json", atomically: false, encoding: .utf8)
-        #expect(eventually(10) { RevisionLogReader.lines(dir).count == 2 })
-        let scan = try FerryProcess.ferry(["status"], in: dir)
-        #expect(scan.status == 0, "\(scan.stderr)")
-        #expect(scan.stdout.contains("not synced: loop"), "\(scan.stdout)")
-        agent.stop()
-        let docs = Set(RevisionLogReader.lines(dir).map(\.doc))
-        #expect(docs == ["samplelist.json", "new.json"], "\(docs)")
     }
 }
 

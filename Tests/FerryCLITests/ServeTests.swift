@@ -41,84 +41,96 @@ import FerryTesting
         }
     }
 
-    @Test func everyToolsSaveIsExactlyOneRevision() throws {
-        let f = try Fixture()
-        try f.expect("sed -i 's/\"value\": 20/\"value\": 21/' samplelist.json", [("samplelist.json", false)])
-        try f.expect("vim -u NONE -es -c '%s/\"value\": 21/\"value\": 22/' -c wq samplelist.json", [("samplelist.json", false)])
-        try f.expect("vim -u DEFAULTS -n -es -c 'set nobackup writebackup' -c '%s/\"value\": 22/\"value\": 23/' -c wq samplelist.json", [("samplelist.json", false)])
-        try f.expect("sed 's/\"value\": 23/\"value\": 24/' samplelist.json > ../copy.json && cp ../copy.json samplelist.json", [("samplelist.json", false)])
-        try f.expect("sed 's/\"value\": 24/\"value\": 25/' samplelist.json > ../tmp.json && mv ../tmp.json samplelist.json", [("samplelist.json", false)])
-        try f.expect("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); d['name']='Py'; open(p,'w').write(json.dumps(d, indent=4))\"", [("samplelist.json", false)])
-        try f.expect("mkdir -p a/b && echo '{\"c\": 1}' > a/b/c.json", [("a/b/c.json", false)])
-        try f.expect("mv a a2", [("a/b/c.json", true), ("a2/b/c.json", false)])
-        try f.expect("cp /dev/null empty.bin && printf 'bytes' > notes.txt", [("empty.bin", false), ("notes.txt", false)])
-        try f.expect("rm notes.txt", [("notes.txt", true)])
-        // Swap files, backups, vim's 4913 probe, temporary files: nothing.
-        try f.expect("echo x > .samplelist.json.swp && echo x > .samplelist.json.swx && echo x > samplelist.json~ && echo x > 4913 && echo x > a.tmp && rm 4913", [])
-        // Writing the very content that is already current (as ferry itself does): nothing.
-        try f.expect("cp samplelist.json ../same.json && cp ../same.json samplelist.json", [])
-        #expect(f.agent.stop() == 0)
-        #expect(try FerryProcess.ferry(["verify"], in: f.dir).status == 0)
+    @Test func everyToolsSaveIsExactlyOneRevision() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            try f.expect("sed -i 's/\"value\": 20/\"value\": 21/' samplelist.json", [("samplelist.json", false)])
+            try f.expect("vim -u NONE -es -c '%s/\"value\": 21/\"value\": 22/' -c wq samplelist.json", [("samplelist.json", false)])
+            try f.expect("vim -u DEFAULTS -n -es -c 'set nobackup writebackup' -c '%s/\"value\": 22/\"value\": 23/' -c wq samplelist.json", [("samplelist.json", false)])
+            try f.expect("sed 's/\"value\": 23/\"value\": 24/' samplelist.json > ../copy.json && cp ../copy.json samplelist.json", [("samplelist.json", false)])
+            try f.expect("sed 's/\"value\": 24/\"value\": 25/' samplelist.json > ../tmp.json && mv ../tmp.json samplelist.json", [("samplelist.json", false)])
+            try f.expect("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); d['name']='Py'; open(p,'w').write(json.dumps(d, indent=4))\"", [("samplelist.json", false)])
+            try f.expect("mkdir -p a/b && echo '{\"c\": 1}' > a/b/c.json", [("a/b/c.json", false)])
+            try f.expect("mv a a2", [("a/b/c.json", true), ("a2/b/c.json", false)])
+            try f.expect("cp /dev/null empty.bin && printf 'bytes' > notes.txt", [("empty.bin", false), ("notes.txt", false)])
+            try f.expect("rm notes.txt", [("notes.txt", true)])
+            // Swap files, backups, vim's 4913 probe, temporary files: nothing.
+            try f.expect("echo x > .samplelist.json.swp && echo x > .samplelist.json.swx && echo x > samplelist.json~ && echo x > 4913 && echo x > a.tmp && rm 4913", [])
+            // Writing the very content that is already current (as ferry itself does): nothing.
+            try f.expect("cp samplelist.json ../same.json && cp ../same.json samplelist.json", [])
+            #expect(f.agent.stop() == 0)
+            #expect(try FerryProcess.ferry(["verify"], in: f.dir).status == 0)
+        }
     }
 
-    @Test func anIncompleteJSONFileIsReportedThenRecordedOnceComplete() throws {
-        let f = try Fixture()
-        try f.expect("printf '{\"type\": ' > draft.json", [])
-        let status = try FerryProcess.ferry(["status"], in: f.dir)
-        #expect(status.stdout.contains("draft.json: line 1, column 10"), "\(status.stdout)")
-        #expect(f.agent.log().contains("draft.json"))
-        try f.expect("printf '{\"type\": \"list\"}' > draft.json", [("draft.json", false)])
-        #expect(!(try FerryProcess.ferry(["status"], in: f.dir)).stdout.contains("unreadable"))
+    @Test func anIncompleteJSONFileIsReportedThenRecordedOnceComplete() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            try f.expect("printf '{\"type\": ' > draft.json", [])
+            let status = try FerryProcess.ferry(["status"], in: f.dir)
+            #expect(status.stdout.contains("draft.json: line 1, column 10"), "\(status.stdout)")
+            #expect(f.agent.log().contains("draft.json"))
+            try f.expect("printf '{\"type\": \"list\"}' > draft.json", [("draft.json", false)])
+            #expect(!(try FerryProcess.ferry(["status"], in: f.dir)).stdout.contains("unreadable"))
+        }
     }
 
-    @Test func changesMadeWhileKilledAreFoundAtRestart() throws {
-        let f = try Fixture()
-        try f.expect("echo '{\"a\": 1}' > one.json && echo '{\"b\": 1}' > two.json && echo '{\"c\": 1}' > three.json",
-                     [("one.json", false), ("two.json", false), ("three.json", false)])
-        f.agent.kill9()
-        try f.sh("echo '{\"a\": 2}' > one.json && sed -i 's/\"value\": 20/\"value\": 99/' samplelist.json && rm three.json")
-        let before = RevisionLogReader.lines(f.dir).count
-        let again = try RunningAgent(folder: f.dir)
-        let after = RevisionLogReader.wait(f.dir, count: before + 3, timeout: 3)
-        usleep(300_000)
-        let new = RevisionLogReader.lines(f.dir).dropFirst(before).map { "\($0.doc)\($0.deleted ? " (deleted)" : "")" }
-        #expect(new.sorted() == ["one.json", "samplelist.json", "three.json (deleted)"], "\(new)")
-        #expect(after.count == before + 3)
-        // A clean restart with nothing changed records nothing.
-        again.stop()
-        let quiet = try RunningAgent(folder: f.dir)
-        usleep(300_000)
-        #expect(RevisionLogReader.lines(f.dir).count == before + 3)
-        quiet.stop()
+    @Test func changesMadeWhileKilledAreFoundAtRestart() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            try f.expect("echo '{\"a\": 1}' > one.json && echo '{\"b\": 1}' > two.json && echo '{\"c\": 1}' > three.json",
+                         [("one.json", false), ("two.json", false), ("three.json", false)])
+            f.agent.kill9()
+            try f.sh("echo '{\"a\": 2}' > one.json && sed -i 's/\"value\": 20/\"value\": 99/' samplelist.json && rm three.json")
+            let before = RevisionLogReader.lines(f.dir).count
+            let again = try RunningAgent(folder: f.dir)
+            let after = RevisionLogReader.wait(f.dir, count: before + 3, timeout: 3)
+            usleep(300_000)
+            let new = RevisionLogReader.lines(f.dir).dropFirst(before).map { "\($0.doc)\($0.deleted ? " (deleted)" : "")" }
+            #expect(new.sorted() == ["one.json", "samplelist.json", "three.json (deleted)"], "\(new)")
+            #expect(after.count == before + 3)
+            // A clean restart with nothing changed records nothing.
+            again.stop()
+            let quiet = try RunningAgent(folder: f.dir)
+            usleep(300_000)
+            #expect(RevisionLogReader.lines(f.dir).count == before + 3)
+            quiet.stop()
+        }
     }
 
-    @Test func tenThousandFilesCreatedAtOnceAreAllRecorded() throws {
-        let f = try Fixture()
-        try f.sh("mkdir -p many && cd many && python3 -c \"\nfor i in range(10000):\n    open(f'f{i}.json', 'w').write('{\\\"i\\\": %d}' % i)\n\"")
-        let lines = RevisionLogReader.wait(f.dir, count: f.base + 10_000, timeout: 90)
-        usleep(500_000)
-        let all = RevisionLogReader.lines(f.dir)
-        #expect(lines.count >= f.base + 10_000)
-        #expect(all.count == f.base + 10_000, "got \(all.count - f.base)")
-        #expect(Set(all.map(\.doc)).count == all.count)
+    @Test func tenThousandFilesCreatedAtOnceAreAllRecorded() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            try f.sh("mkdir -p many && cd many && python3 -c \"\nfor i in range(10000):\n    open(f'f{i}.json', 'w').write('{\\\"i\\\": %d}' % i)\n\"")
+            let lines = RevisionLogReader.wait(f.dir, count: f.base + 10_000, timeout: 90)
+            usleep(500_000)
+            let all = RevisionLogReader.lines(f.dir)
+            #expect(lines.count >= f.base + 10_000)
+            #expect(all.count == f.base + 10_000, "got \(all.count - f.base)")
+            #expect(Set(all.map(\.doc)).count == all.count)
+        }
     }
 
-    @Test func ignoringAFileStopsSyncingItWithoutDeletingIt() throws {
-        let f = try Fixture()
-        try f.expect("echo '{\"a\": 1}' > local.json && mkdir -p cache && echo x > cache/big.bin", [("local.json", false), ("cache/big.bin", false)])
-        try f.expect("printf 'local.json\\ncache/\\n' > .ferryignore", [])
-        try f.expect("echo '{\"a\": 2}' > local.json && echo y > cache/big.bin && echo '{}' > cache/new.json", [])
-        #expect(FileManager.default.fileExists(atPath: f.dir + "/local.json"))
+    @Test func ignoringAFileStopsSyncingItWithoutDeletingIt() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            try f.expect("echo '{\"a\": 1}' > local.json && mkdir -p cache && echo x > cache/big.bin", [("local.json", false), ("cache/big.bin", false)])
+            try f.expect("printf 'local.json\\ncache/\\n' > .ferryignore", [])
+            try f.expect("echo '{\"a\": 2}' > local.json && echo y > cache/big.bin && echo '{}' > cache/new.json", [])
+            #expect(FileManager.default.fileExists(atPath: f.dir + "/local.json"))
+        }
     }
 
-    @Test func aSecondWriterIsToldTheFolderIsInUse() throws {
-        let f = try Fixture()
-        let r = try FerryProcess.ferry(["scan"], in: f.dir)
-        #expect(r.status == 4)
-        #expect(r.stderr.contains("in use by another ferry process (pid \(f.agent.pid))"), "\(r.stderr)")
-        let status = try FerryProcess.ferry(["status"], in: f.dir)
-        #expect(status.stdout.contains("agent:     running (pid \(f.agent.pid))"), "\(status.stdout)")
-        f.agent.stop()
-        #expect(try FerryProcess.ferry(["status"], in: f.dir).stdout.contains("agent:     not running"))
+    @Test func aSecondWriterIsToldTheFolderIsInUse() async throws {
+        try await endToEnd {
+            let f = try Fixture()
+            let r = try FerryProcess.ferry(["scan"], in: f.dir)
+            #expect(r.status == 4)
+            #expect(r.stderr.contains("in use by another ferry process (pid \(f.agent.pid))"), "\(r.stderr)")
+            let status = try FerryProcess.ferry(["status"], in: f.dir)
+            #expect(status.stdout.contains("agent:     running (pid \(f.agent.pid))"), "\(status.stdout)")
+            f.agent.stop()
+            #expect(try FerryProcess.ferry(["status"], in: f.dir).stdout.contains("agent:     not running"))
+        }
     }
 }

@@ -7,81 +7,85 @@ import Testing
 /// LAN. Needs root; without it the suite is skipped and says why.
 @Suite(.serialized, .enabled(if: NetnsPair.usable, "needs root, avahi-daemon and network namespaces (ip netns add); see scripts/netns-pair.sh"))
 struct TwoHostDiscoveryTests {
-    @Test func agentsOnTwoHostsFindEachOtherAndSyncTheSampleOverTLSWithThePinnedFingerprint() throws {
-        let tmp = TemporaryDirectory()
-        let pair = try NetnsPair(directory: tmp.appending("hosts"))
-        defer { pair.down() }
-        let a = tmp.appending("a"), b = tmp.appending("b")
-        #expect(try FerryProcess.ferry(["init", a, "--name", "inventory", "--sample"]).status == 0)
-        #expect(try FerryProcess.ferry(["init", b, "--name", "inventory"]).status == 0)
+    @Test func agentsOnTwoHostsFindEachOtherAndSyncTheSampleOverTLSWithThePinnedFingerprint() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let pair = try NetnsPair(directory: tmp.appending("hosts"))
+            defer { pair.down() }
+            let a = tmp.appending("a"), b = tmp.appending("b")
+            #expect(try FerryProcess.ferry(["init", a, "--name", "inventory", "--sample"]).status == 0)
+            #expect(try FerryProcess.ferry(["init", b, "--name", "inventory"]).status == 0)
 
-        // Both agents advertise (default service type, TLS anonymous) and discover.
-        let agentA = try RunningAgent(folder: a, arguments: ["--discover", "--interface", pair.a.address],
-                                      environment: pair.a.environment, launcher: pair.a.launcher)
-        let agentB = try RunningAgent(folder: b, arguments: ["--discover", "--interface", pair.b.address],
-                                      environment: pair.b.environment, launcher: pair.b.launcher)
-        defer { agentB.stop(); agentA.stop() }
+            // Both agents advertise (default service type, TLS anonymous) and discover.
+            let agentA = try RunningAgent(folder: a, arguments: ["--discover", "--interface", pair.a.address],
+                                          environment: pair.a.environment, launcher: pair.a.launcher)
+            let agentB = try RunningAgent(folder: b, arguments: ["--discover", "--interface", pair.b.address],
+                                          environment: pair.b.environment, launcher: pair.b.launcher)
+            defer { agentB.stop(); agentA.stop() }
 
-        // What host b's avahi sees of host a: its address on the link, its port, its TXT.
-        let portA = try #require(agentA.url?.split(separator: ":").last?.split(separator: "/").first.map(String.init))
-        let fingerprintA = try fingerprint(a)
-        var seen = ""
-        #expect(eventually(15) {
-            seen = (try? FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + ["avahi-browse", "-rtp", "_cblistservicesync._tcp"],
-                                          environment: pair.b.environment).stdout) ?? ""
-            return seen.contains(";10.99.0.1;\(portA);")
-        }, "host b does not see host a: \(seen)")
-        #expect(seen.contains("\"fp=\(fingerprintA)\"") && seen.contains("\"db=inventory\"") && seen.contains("\"tls=1\""), "\(seen)")
+            // What host b's avahi sees of host a: its address on the link, its port, its TXT.
+            let portA = try #require(agentA.url?.split(separator: ":").last?.split(separator: "/").first.map(String.init))
+            let fingerprintA = try fingerprint(a)
+            var seen = ""
+            #expect(eventually(15) {
+                seen = (try? FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + ["avahi-browse", "-rtp", "_cblistservicesync._tcp"],
+                                              environment: pair.b.environment).stdout) ?? ""
+                return seen.contains(";10.99.0.1;\(portA);")
+            }, "host b does not see host a: \(seen)")
+            #expect(seen.contains("\"fp=\(fingerprintA)\"") && seen.contains("\"db=inventory\"") && seen.contains("\"tls=1\""), "\(seen)")
 
-        // The sample crosses, over wss:// to the address found, the fingerprint pinned.
-        #expect(eventually(30) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty },
-               "\(FolderComparison.differences(a, b)) \(FolderComparison.historyDifferences([a, b]))\n\(agentB.log())")
-        // Both discover: a may have dialled b first (the sample then crossed that way); b's own
-        // replication with a follows its next browse (every few seconds).
-        var known = ""
-        #expect(eventually(20) {
-            known = (try? String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8)) ?? ""
-            return known.contains(fingerprintA)
-        }, "\(known)\n\(agentB.log())")
-        #expect(agentB.log().contains("now pinned"), "\(agentB.log())")
-        let urls = (agentB.status()?["replications"] as? [[String: Any]] ?? []).compactMap { $0["url"] as? String }
-        #expect(urls.contains("wss://10.99.0.1:\(portA)/inventory"), "\(urls)")
+            // The sample crosses, over wss:// to the address found, the fingerprint pinned.
+            #expect(eventually(30) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty },
+                   "\(FolderComparison.differences(a, b)) \(FolderComparison.historyDifferences([a, b]))\n\(agentB.log())")
+            // Both discover: a may have dialled b first (the sample then crossed that way); b's own
+            // replication with a follows its next browse (every few seconds).
+            var known = ""
+            #expect(eventually(20) {
+                known = (try? String(contentsOfFile: b + "/.ferry/known-peers.json", encoding: .utf8)) ?? ""
+                return known.contains(fingerprintA)
+            }, "\(known)\n\(agentB.log())")
+            #expect(agentB.log().contains("now pinned"), "\(agentB.log())")
+            let urls = (agentB.status()?["replications"] as? [[String: Any]] ?? []).compactMap { $0["url"] as? String }
+            #expect(urls.contains("wss://10.99.0.1:\(portA)/inventory"), "\(urls)")
 
-        // And back: an edit on host b reaches host a.
-        #expect(try FerryProcess.shell("sed -i 's/\"Apples\"/\"Green apples\"/' samplelist.json", in: b).status == 0)
-        #expect(eventually(15) {
-            ((try? String(contentsOfFile: a + "/samplelist.json", encoding: .utf8)) ?? "").contains("Green apples")
-        }, "\(agentA.log())")
-        #expect(try FerryProcess.ferry(["verify"], in: a).status == 0)
+            // And back: an edit on host b reaches host a.
+            #expect(try FerryProcess.shell("sed -i 's/\"Apples\"/\"Green apples\"/' samplelist.json", in: b).status == 0)
+            #expect(eventually(15) {
+                ((try? String(contentsOfFile: a + "/samplelist.json", encoding: .utf8)) ?? "").contains("Green apples")
+            }, "\(agentA.log())")
+            #expect(try FerryProcess.ferry(["verify"], in: a).status == 0)
 
-        // `ferry peers` on host b lists host a.
-        let peers = try FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + [FerryProcess.ferryExecutable, "peers", "--timeout", "2"],
-                                         in: b, environment: pair.b.environment)
-        #expect(peers.status == 0 && peers.stdout.contains("wss://10.99.0.1:\(portA)/inventory") && peers.stdout.contains(fingerprintA), "\(peers.stdout)\(peers.stderr)")
+            // `ferry peers` on host b lists host a.
+            let peers = try FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + [FerryProcess.ferryExecutable, "peers", "--timeout", "2"],
+                                             in: b, environment: pair.b.environment)
+            #expect(peers.status == 0 && peers.stdout.contains("wss://10.99.0.1:\(portA)/inventory") && peers.stdout.contains(fingerprintA), "\(peers.stdout)\(peers.stderr)")
+        }
     }
 
-    @Test func withAvahiStoppedServeStillSyncsWithItsPeerAndPeersSaysWhy() throws {
-        let tmp = TemporaryDirectory()
-        let pair = try NetnsPair(directory: tmp.appending("hosts"))
-        defer { pair.down() }
-        pair.stopAvahi(on: "b")
-        let a = tmp.appending("a"), b = tmp.appending("b")
-        #expect(try FerryProcess.ferry(["init", a, "--name", "inventory", "--sample"]).status == 0)
-        #expect(try FerryProcess.ferry(["init", b, "--name", "inventory"]).status == 0)
+    @Test func withAvahiStoppedServeStillSyncsWithItsPeerAndPeersSaysWhy() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let pair = try NetnsPair(directory: tmp.appending("hosts"))
+            defer { pair.down() }
+            pair.stopAvahi(on: "b")
+            let a = tmp.appending("a"), b = tmp.appending("b")
+            #expect(try FerryProcess.ferry(["init", a, "--name", "inventory", "--sample"]).status == 0)
+            #expect(try FerryProcess.ferry(["init", b, "--name", "inventory"]).status == 0)
 
-        let peers = try FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + [FerryProcess.ferryExecutable, "peers", "--timeout", "1"],
-                                         in: b, environment: pair.b.environment)
-        #expect(peers.status == 1 && peers.stderr.contains("no mDNS daemon"), "\(peers.stderr)")
+            let peers = try FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + [FerryProcess.ferryExecutable, "peers", "--timeout", "1"],
+                                             in: b, environment: pair.b.environment)
+            #expect(peers.status == 1 && peers.stderr.contains("no mDNS daemon"), "\(peers.stderr)")
 
-        let agentA = try RunningAgent(folder: a, arguments: ["--interface", pair.a.address, "--tls", "off"],
-                                      environment: pair.a.environment, launcher: pair.a.launcher)
-        let url = try #require(agentA.url)
-        let agentB = try RunningAgent(folder: b, arguments: ["--peer", url, "--discover"],
-                                      environment: pair.b.environment, launcher: pair.b.launcher)
-        defer { agentB.stop(); agentA.stop() }
-        #expect(eventually(20) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty }, "\(agentB.log())")
-        let log = agentB.log()
-        #expect(log.contains("discovery is off"), "\(log)")
+            let agentA = try RunningAgent(folder: a, arguments: ["--interface", pair.a.address, "--tls", "off"],
+                                          environment: pair.a.environment, launcher: pair.a.launcher)
+            let url = try #require(agentA.url)
+            let agentB = try RunningAgent(folder: b, arguments: ["--peer", url, "--discover"],
+                                          environment: pair.b.environment, launcher: pair.b.launcher)
+            defer { agentB.stop(); agentA.stop() }
+            #expect(eventually(20) { FolderComparison.differences(a, b).isEmpty && FolderComparison.historyDifferences([a, b]).isEmpty }, "\(agentB.log())")
+            let log = agentB.log()
+            #expect(log.contains("discovery is off"), "\(log)")
+        }
     }
 
     func fingerprint(_ folder: String) throws -> String {
