@@ -104,24 +104,7 @@ public enum Dialer {
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
-                let request = UpgradeRequestHandler(url: url, authorization: authorization, promise: promise)
-                let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), automaticErrorHandling: true) { channel, response in
-                    guard response.headers["Sec-WebSocket-Protocol"].first == ProtocolVersion.subprotocol else {
-                        promise.fail(DialError(kind: .protocolMismatch, message: "\(url) did not select the \(ProtocolVersion.subprotocol) subprotocol"))
-                        return channel.close()
-                    }
-                    let bridge = WebSocketBridge(role: .client)
-                    let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
-                                                                 maxAccumulatedFrameSize: maxMessageBytes)
-                    return channel.pipeline.removeHandler(request).flatMap {
-                        channel.pipeline.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
-                    }.map {
-                        bridge.attach(to: channel)
-                        stages.finished()
-                        promise.succeed(PeerConnection(channel: channel, bridge: bridge))
-                    }
-                }
-                do {
+                channel.eventLoop.makeCompletedFuture {
                     if let sslContext, let tls {
                         // SNI and name checks take a host name; an address is checked against the
                         // certificate's IP entries instead.
@@ -133,11 +116,26 @@ public enum Dialer {
                         try channel.pipeline.syncOperations.addHandler(handler)
                         try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(stages: stages))
                     }
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
+                    let refusals = UpgradeRefusalHandler(url: url, promise: promise)
+                    let upgrade = UpgradeRequest(url: url, authorization: authorization, maxMessageBytes: maxMessageBytes, refusals: refusals)
+                    let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
+                        configuration: NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgrade.configuration()))
+                    try channel.pipeline.syncOperations.addHandler(refusals)
+                    outcome.whenComplete { result in
+                        switch result {
+                        case .success(.webSocket(let connection)):
+                            stages.finished()
+                            promise.succeed(connection)
+                        case .success(.refused):
+                            break  // the answer's head reaches `refusals`, which names its status
+                        case .failure(let error as DialError):
+                            promise.fail(error)
+                            channel.close(promise: nil)
+                        case .failure:
+                            break  // the pipeline's own error (TLS trust above all): `refusals` sees it next and names it
+                        }
+                    }
                 }
-                return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
-                    .flatMap { channel.pipeline.addHandler(request) }
             }
         let connecting = bootstrap.connect(host: url.host, port: url.port)
         return try await withTaskCancellationHandler {
@@ -270,32 +268,67 @@ final class HandshakeWatcher: ChannelInboundHandler, Sendable {
     }
 }
 
-/// Sends the upgrade request when the connection opens, and turns a refused upgrade (any
-/// status but 101) into a `DialError` carrying that status.
-final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
+/// What became of a dial's upgrade request.
+enum DialOutcome: Sendable {
+    /// Upgraded: a WebSocket speaking `ferry/1`.
+    case webSocket(PeerConnection)
+    /// Answered without upgrading; `UpgradeRefusalHandler` reads the answer's status.
+    case refused
+}
 
+/// The upgrade request of a dial, for NIO's typed client upgrader: `GET /<database>` offering
+/// `ferry/1`, with the credentials if any; on a 101 that selects `ferry/1`, the WebSocket's
+/// handlers (masking rule, aggregator, bridge) replace HTTP's.
+struct UpgradeRequest: Sendable {
     let url: PeerURL
     let authorization: String?
-    let promise: EventLoopPromise<PeerConnection>
+    let maxMessageBytes: Int
+    let refusals: UpgradeRefusalHandler
 
-    init(url: PeerURL, authorization: String?, promise: EventLoopPromise<PeerConnection>) {
-        self.url = url
-        self.authorization = authorization
-        self.promise = promise
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
+    /// The typed upgrade configuration.
+    func configuration() -> NIOTypedHTTPClientUpgradeConfiguration<DialOutcome> {
+        let url = url, maxMessageBytes = maxMessageBytes, refusals = refusals
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: "\(url.host):\(url.port)")
         headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+        // Without a length NIO's encoder would frame the empty body as chunked.
         headers.add(name: "Content-Length", value: "0")
         if let authorization { headers.add(name: "Authorization", value: authorization) }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/" + url.database, headers: headers)
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        context.fireChannelActive()
+        let upgrader = NIOTypedWebSocketClientUpgrader<DialOutcome>(
+            maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), enableAutomaticErrorHandling: true
+        ) { channel, response in
+            guard response.headers["Sec-WebSocket-Protocol"].first == ProtocolVersion.subprotocol else {
+                return channel.eventLoop.makeFailedFuture(
+                    DialError(kind: .protocolMismatch, message: "\(url) did not select the \(ProtocolVersion.subprotocol) subprotocol"))
+            }
+            return channel.eventLoop.makeCompletedFuture {
+                let bridge = WebSocketBridge(role: .client)
+                let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
+                                                             maxAccumulatedFrameSize: maxMessageBytes)
+                channel.pipeline.syncOperations.removeHandler(refusals, promise: nil)
+                try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
+                bridge.attach(to: channel)
+                return .webSocket(PeerConnection(channel: channel, bridge: bridge))
+            }
+        }
+        return NIOTypedHTTPClientUpgradeConfiguration(upgradeRequestHead: head, upgraders: [upgrader]) { channel in
+            channel.eventLoop.makeSucceededFuture(.refused)
+        }
+    }
+}
+
+/// Turns a refused upgrade (any status but 101, whose head NIO's typed upgrader passes on)
+/// and the errors of the dial's pipeline (TLS trust above all) into a `DialError`.
+final class UpgradeRefusalHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+
+    let url: PeerURL
+    let promise: EventLoopPromise<PeerConnection>
+
+    init(url: PeerURL, promise: EventLoopPromise<PeerConnection>) {
+        self.url = url
+        self.promise = promise
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

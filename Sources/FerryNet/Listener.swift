@@ -46,29 +46,36 @@ public struct ListenerConfiguration: Sendable {
     public init(database: String) { self.database = database }
 }
 
-/// The passive peer's network side: an HTTP server on NIO that upgrades `GET /<database>`
-/// to a WebSocket speaking `ferry/1`, after HTTP Basic authentication. Anything else gets a
-/// plain HTTP answer: a JSON description of the database, 404, 400, or 401 with
-/// `WWW-Authenticate`. Never crashes on what a client sends.
+/// The passive peer's network side: an HTTP server on NIO whose connections NIO's typed
+/// upgrader turns into WebSockets speaking `ferry/1` (`GET /<database>`, after HTTP Basic
+/// authentication); accepted connections arrive as an `NIOAsyncChannel` and each one's
+/// outcome is awaited in a child task. Anything else gets a plain HTTP answer: a JSON
+/// description of the database, 404, 400, or 401 with `WWW-Authenticate`. Never crashes on
+/// what a client sends.
 public final class Listener: Sendable {
     /// The configuration.
     public let configuration: ListenerConfiguration
     /// The bound port.
     public let port: Int
     private let channel: Channel
+    private let accepting: Task<Void, Never>
     private let registry: ConnectionRegistry
+    private let setups: SetupTracker
     private let logins: LoginGuard
 
-    private init(configuration: ListenerConfiguration, channel: Channel, registry: ConnectionRegistry, logins: LoginGuard) {
+    private init(configuration: ListenerConfiguration, channel: Channel, accepting: Task<Void, Never>,
+                 registry: ConnectionRegistry, setups: SetupTracker, logins: LoginGuard) {
         self.configuration = configuration
         self.channel = channel
+        self.accepting = accepting
         self.registry = registry
+        self.setups = setups
         self.logins = logins
         self.port = channel.localAddress?.port ?? configuration.port
     }
 
-    /// Binds and starts accepting; `onConnection` is called (on an event loop: hand the
-    /// connection to a task and return) for every upgraded WebSocket.
+    /// Binds and starts accepting; `onConnection` is called for every upgraded WebSocket
+    /// (hand the connection to a task and return).
     public static func start(_ configuration: ListenerConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                              onConnection: @escaping @Sendable (PeerConnection) -> Void) async throws -> Listener {
         let registry = ConnectionRegistry()
@@ -76,53 +83,33 @@ public final class Listener: Sendable {
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0.configuration()) }
         let logins = LoginGuard(check: config.passwordCheck, recentlyVerified: config.recentlyVerified, logger: config.logger)
         let setups = SetupTracker(limit: max(config.maxConnectionsInSetup, 1), timeout: TimeAmount(config.setupTimeout))
-        let bootstrap = ServerBootstrap(group: group)
+        let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
-            .childChannelInitializer { channel in
-                setups.admit(channel)
-                let decision = RouteDecision(configuration: config, logins: logins)
-                let upgrader = NIOWebSocketServerUpgrader(
-                    maxFrameSize: min(config.maxMessageBytes, Int(UInt32.max)),
-                    automaticErrorHandling: true,
-                    shouldUpgrade: { channel, head in
-                        decision.decide(head, channel: channel).map { route in
-                            guard case .upgrade = route else { return nil }
-                            var headers = HTTPHeaders()
-                            headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
-                            return headers
-                        }
-                    },
-                    upgradePipelineHandler: { channel, _ in
-                        let bridge = WebSocketBridge(role: .server)
-                        let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
-                                                                     maxAccumulatedFrameSize: config.maxMessageBytes)
-                        return channel.pipeline.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge]).map {
-                            setups.upgraded(channel)
-                            bridge.attach(to: channel)
-                            if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
-                            let connection = PeerConnection(channel: channel, bridge: bridge)
-                            registry.add(connection)
-                            channel.closeFuture.whenComplete { _ in registry.remove(connection) }
-                            onConnection(connection)
-                        }
-                    })
-                let plain = PlainHTTPHandler(configuration: config, decision: decision)
-                if let sslContext {
-                    do { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) } catch {
-                        return channel.eventLoop.makeFailedFuture(error)
-                    }
+            .bind(host: configuration.host, port: configuration.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    setups.admit(channel)
+                    if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                    return try ConnectionSetup(configuration: config, logins: logins, setups: setups, registry: registry)
+                        .configure(channel)
                 }
-                return channel.pipeline.configureHTTPServerPipeline(
-                    withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                        context.pipeline.removeHandler(plain, promise: nil)
-                    })
-                ).flatMap { channel.pipeline.addHandler(plain) }
             }
-        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        return Listener(configuration: configuration, channel: channel, registry: registry, logins: logins)
+        let accepting = Task<Void, Never> {
+            _ = try? await server.executeThenClose { inbound in
+                await withDiscardingTaskGroup { group in
+                    do {
+                        for try await outcome in inbound {
+                            group.addTask {
+                                if case .webSocket(let connection)? = try? await outcome.get() { onConnection(connection) }
+                            }
+                        }
+                    } catch {}
+                }
+            }
+        }
+        return Listener(configuration: configuration, channel: server.channel, accepting: accepting, registry: registry, setups: setups, logins: logins)
     }
 
     /// The listener's URL, e.g. `ws://127.0.0.1:4984/inventory`.
@@ -135,6 +122,9 @@ public final class Listener: Sendable {
     /// for the connections to end.
     public func stop() async {
         try? await channel.close()
+        // Connections still in setup would hold the accept loop until their deadline.
+        setups.closeAll()
+        await accepting.value
         logins.shutdown()
         let open = registry.all
         for c in open { c.bridge.initiateClose(channel: c.channel, code: 1001, reason: "listener stopped") }
@@ -144,6 +134,66 @@ public final class Listener: Sendable {
         } onCancel: {
             for c in open { c.channel.close(promise: nil) }
         }
+    }
+}
+
+/// What became of an accepted connection's HTTP request.
+enum ConnectionOutcome: Sendable {
+    /// Upgraded: a WebSocket speaking `ferry/1`.
+    case webSocket(PeerConnection)
+    /// Answered with plain HTTP (a description, 404, 400, 401), then closed.
+    case plainHTTP
+}
+
+/// The pipeline of one accepted connection: HTTP with NIO's typed WebSocket upgrader, whose
+/// refusal (or a request that asks for no upgrade) hands the request to `PlainHTTPHandler`.
+struct ConnectionSetup: Sendable {
+    let configuration: ListenerConfiguration
+    let logins: LoginGuard
+    let setups: SetupTracker
+    let registry: ConnectionRegistry
+
+    /// Adds the handlers; the future completes with what the request became.
+    func configure(_ channel: Channel) throws -> EventLoopFuture<ConnectionOutcome> {
+        let config = configuration, setups = setups, registry = registry
+        let decision = RouteDecision(configuration: config, logins: logins)
+        let upgrader = NIOTypedWebSocketServerUpgrader<ConnectionOutcome>(
+            maxFrameSize: min(config.maxMessageBytes, Int(UInt32.max)),
+            enableAutomaticErrorHandling: true,
+            shouldUpgrade: { channel, head in
+                decision.decide(head, channel: channel).map { route in
+                    guard case .upgrade = route else { return nil }
+                    var headers = HTTPHeaders()
+                    headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+                    return headers
+                }
+            },
+            upgradePipelineHandler: { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    let bridge = WebSocketBridge(role: .server)
+                    let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
+                                                                 maxAccumulatedFrameSize: config.maxMessageBytes)
+                    try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
+                    setups.upgraded(channel)
+                    bridge.attach(to: channel)
+                    if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
+                    let connection = PeerConnection(channel: channel, bridge: bridge)
+                    registry.add(connection)
+                    channel.closeFuture.whenComplete { _ in registry.remove(connection) }
+                    return .webSocket(connection)
+                }
+            })
+        let upgrades = NIOTypedHTTPServerUpgradeConfiguration(upgraders: [upgrader]) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(PlainHTTPHandler(configuration: config, decision: decision))
+                return .plainHTTP
+            }
+        }
+        let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+            configuration: NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrades))
+        let upgradeHandler = try channel.pipeline.syncOperations.handler(type: NIOTypedHTTPServerUpgradeHandler<ConnectionOutcome>.self)
+        try channel.pipeline.syncOperations.addHandler(RequestPeek(decision: decision), position: .before(upgradeHandler))
+        return outcome
     }
 }
 
@@ -249,8 +299,12 @@ final class RouteDecision: Sendable {
         return future
     }
 
-    /// Forgets the decision (the next request on the connection is decided anew).
-    func reset() { decided.withLockedValue { $0 = nil } }
+    /// The request, if it asked for an upgrade (`RequestPeek` records it).
+    var upgradeRequest: HTTPRequestHead? {
+        get { upgradeHead.withLockedValue { $0 } }
+        set { upgradeHead.withLockedValue { $0 = newValue } }
+    }
+    private let upgradeHead = NIOLockedValueBox<HTTPRequestHead?>(nil)
 }
 
 /// Connections between accept and upgrade: each gets a deadline, and at most `limit` are in
@@ -298,6 +352,15 @@ final class SetupTracker: Sendable {
 
     /// The connection became a WebSocket: no more deadline.
     func upgraded(_ channel: Channel) { forget(ObjectIdentifier(channel)) }
+
+    /// Closes every connection still being set up (the listener is stopping).
+    func closeAll() {
+        let pending = state.withLockedValue { s in
+            defer { s.pending.removeAll(); s.order.removeAll() }
+            return s.pending.values.map { $0.deadline.cancel(); return $0.channel }
+        }
+        for c in pending { c.close(promise: nil) }
+    }
 
     private func forget(_ key: ObjectIdentifier) {
         state.withLockedValue { s in s.pending.removeValue(forKey: key)?.deadline.cancel() }
@@ -411,8 +474,26 @@ public enum BasicCredentials {
     }
 }
 
+/// Sits before NIO's typed upgrade handler and remembers a request that asks for an upgrade,
+/// which that handler keeps to itself when it refuses it. A connection carries one request:
+/// after its head this handler leaves the pipeline (an upgrade removes HTTP's decoder, and
+/// what follows is WebSocket bytes, not request parts).
+final class RequestPeek: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    let decision: RouteDecision
+
+    init(decision: RouteDecision) { self.decision = decision }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        if case .head(let head) = part, !head.headers["Upgrade"].isEmpty { decision.upgradeRequest = head }
+        context.fireChannelRead(data)
+        if case .head = part { context.pipeline.syncOperations.removeHandler(context: context, promise: nil) }
+    }
+}
+
 /// Answers requests that were not upgraded: a description, 404, 400 or 401; then closes.
-final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+final class PlainHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -425,7 +506,19 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @u
         self.decision = decision
     }
 
+    /// An upgrade request NIO's typed upgrader refused never reaches this handler (it does not
+    /// pass such a request on), so it is answered from what `RequestPeek` saw.
+    func handlerAdded(context: ChannelHandlerContext) {
+        guard let head = decision.upgradeRequest else { return }
+        let context = NIOLoopBound(context, eventLoop: context.eventLoop)
+        decision.decide(head, channel: context.value.channel).whenSuccess { [self] route in
+            // Routed to an upgrade yet refused by NIO: the key or version was not RFC 6455's.
+            respond(context: context.value, route: route == .upgrade ? .badRequest("not a valid WebSocket upgrade (RFC 6455 section 4.1)") : route)
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard decision.upgradeRequest == nil else { return }
         switch unwrapInboundIn(data) {
         case .head(let h): head = h
         case .body: break
@@ -464,7 +557,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, @u
         headers.add(name: "Content-Length", value: String(text.count))
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: text)))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
 }
