@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "CFerrySystem"),
         .target(name: "FerryStore", dependencies: ["FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "FerryProtocol", dependencies: ["FerryCore"]),
+        .target(name: "FerryProtocol", dependencies: ["FerryCore", "CZlib"]),
         .target(name: "FerryNet", dependencies: [
             "FerryCore", "FerryProtocol",
             .product(name: "Crypto", package: "swift-crypto"),
@@ -43,6 +43,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .systemLibrary(name: "CDNSSD", path: "Sources/CDNSSD"),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(name: "FerryDiscovery", dependencies: ["CDNSSD", "FerryCore"]),
         .target(name: "FerryReplicator", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "FerryWatch", dependencies: ["FerryCore", "FerryStore", .product(name: "Logging", package: "swift-log")]),
