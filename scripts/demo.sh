@@ -47,11 +47,11 @@ say "desktop: ferry serve --no-listen --peer $url --pin laptop's certificate   (
 "$ferry" -C "$desktop" serve --no-listen --peer "$url" --pin "$cert" > "$work/desktop.log" 2>&1 &
 pids+=($!)
 until_true "test -f '$desktop/samplelist.json'"
-"$ferry" -C "$desktop" show samplelist.json | jq -c '.items[0]'
+"$ferry" -C "$desktop" show samplelist.json | jq -c '.list[0]'
 
 say "laptop: sed -i changes Apples 20 -> 25"
 sed -i '0,/"value": 20/s//"value": 25/' "$laptop/samplelist.json"
-until_true "jq -e '.items[0].value == 25' '$desktop/samplelist.json'"
+until_true "jq -e '.list[0].value == 25' '$desktop/samplelist.json'"
 
 say "desktop: vim (its default settings) retitles the list \"Inventory\" -> \"Kitchen inventory\"; vim saves by renaming the file to samplelist.json~ first"
 vim -u DEFAULTS -es -c '%s/"Inventory"/"Kitchen inventory"/' -c wq "$desktop/samplelist.json"
@@ -82,7 +82,7 @@ say "and the same history:  diff <(jq -r .rev laptop/.ferry/revs.log | sort -u) 
 diff <(jq -r .rev "$laptop/.ferry/revs.log" | sort -u) <(jq -r .rev "$desktop/.ferry/revs.log" | sort -u) && echo "   identical"
 
 say "every item's image is an object on both sides; its sha256sum is its own name"
-digest=$("$ferry" -C "$desktop" show samplelist.json | jq -r '.items[0].image.digest' | sed 's/sha256-//')
+digest=$("$ferry" -C "$desktop" show samplelist.json | jq -r '.list[0].image.digest' | sed 's/sha256-//')
 sha256sum "$desktop/.ferry/objects/${digest:0:2}/${digest:2}"
 
 kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true

@@ -36,6 +36,8 @@ public struct PeerEndpoint: Sendable {
     public var docIDs: [DocumentID]?
     /// How a `wss://` peer is trusted and which client certificate to offer (nil: the system's roots).
     public var tls: ClientTLS?
+    /// Which protocol to ask for (`--protocol`): ferry's, Couchbase Lite's, or either.
+    public var peerProtocol: PeerProtocol = .auto
 
     /// A peer at `url`.
     public init(url: PeerURL) { self.url = url }
@@ -49,9 +51,10 @@ public struct PeerEndpoint: Sendable {
         config.maxAttemptWait = maxAttemptWait
         config.docIDs = docIDs
         let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat, tls = self.tls
-        let stageTimeout = connectTimeout
+        let stageTimeout = connectTimeout, peerProtocol = self.peerProtocol
         return Replicator(configuration: config, shared: shared, connect: {
-            let connection = try await Dialer.connect(to: url, authorization: authorization, tls: tls, stageTimeout: stageTimeout)
+            let connection = try await Dialer.connect(to: url, protocol: peerProtocol, authorization: authorization, tls: tls,
+                                                      stageTimeout: stageTimeout)
             connection.startHeartbeat(every: heartbeat)
             return connection
         }, logger: logger)

@@ -36,6 +36,30 @@ public struct PeerURL: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(scheme)://\(host):\(port)/\(database)" }
 }
 
+/// Which protocol a dial asks for (`--protocol`).
+public enum PeerProtocol: String, Sendable, CaseIterable {
+    /// `ferry-1` at `/<db>`.
+    case ferry
+    /// Couchbase Lite's, `BLIP_3+CBMobile_3` or `_2` at `/<db>/_blipsync`.
+    case cbl
+    /// Both offered at `/<db>/_blipsync`: a ferry listener picks `ferry-1`, Couchbase Lite
+    /// (or Sync Gateway) a BLIP one.
+    case auto
+
+    /// The request path for `database`.
+    func path(_ database: String) -> String { self == .ferry ? "/" + database : "/" + database + "/_blipsync" }
+
+    /// The subprotocols offered, best first.
+    var offered: [WireFormat] {
+        let blip = WireFormat.cbMobileVersions.map { WireFormat.cbMobile(version: $0) }
+        switch self {
+        case .ferry: return [.ferry1]
+        case .cbl: return blip
+        case .auto: return [.ferry1] + blip
+        }
+    }
+}
+
 /// Why a connection could not be made.
 public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
@@ -44,7 +68,7 @@ public struct DialError: Error, Sendable, Equatable, CustomStringConvertible {
         case unreachable
         /// The server answered the upgrade with this HTTP status (401, 403, 404, 5xx…).
         case refused(status: Int)
-        /// The server upgraded without selecting `ferry/1`.
+        /// The server upgraded without selecting a subprotocol that was offered.
         case protocolMismatch
         /// TLS: the server's certificate is not trusted, or the server refused ours.
         case untrusted
@@ -85,7 +109,7 @@ public enum Dialer {
     /// connect, the TLS handshake and the HTTP upgrade are each bounded by `stageTimeout`; a
     /// server that goes silent fails the dial with the stage named. Cancelling the calling task
     /// closes the connection at once.
-    public static func connect(to url: PeerURL, authorization: String? = nil, tls: ClientTLS? = nil,
+    public static func connect(to url: PeerURL, protocol peerProtocol: PeerProtocol = .ferry, authorization: String? = nil, tls: ClientTLS? = nil,
                                maxMessageBytes: Int = ProtocolLimits().maxTextFrameBytes,
                                stageTimeout: Duration = .seconds(10),
                                group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> PeerConnection {
@@ -117,7 +141,8 @@ public enum Dialer {
                         try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(stages: stages))
                     }
                     let refusals = UpgradeRefusalHandler(url: url, promise: promise)
-                    let upgrade = UpgradeRequest(url: url, authorization: authorization, maxMessageBytes: maxMessageBytes, refusals: refusals)
+                    let upgrade = UpgradeRequest(url: url, peerProtocol: peerProtocol, authorization: authorization, maxMessageBytes: maxMessageBytes,
+                                                 refusals: refusals)
                     let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
                         configuration: NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgrade.configuration()))
                     try channel.pipeline.syncOperations.addHandler(refusals)
@@ -277,30 +302,34 @@ enum DialOutcome: Sendable {
 }
 
 /// The upgrade request of a dial, for NIO's typed client upgrader: `GET /<database>` offering
-/// `ferry/1`, with the credentials if any; on a 101 that selects `ferry/1`, the WebSocket's
-/// handlers (masking rule, aggregator, bridge) replace HTTP's.
+/// `ferry-1` (or `/<database>/_blipsync` offering BLIP too), with the credentials if any; on a
+/// 101 that selects an offered subprotocol, the WebSocket's handlers (masking rule,
+/// aggregator, bridge) replace HTTP's.
 struct UpgradeRequest: Sendable {
     let url: PeerURL
+    let peerProtocol: PeerProtocol
     let authorization: String?
     let maxMessageBytes: Int
     let refusals: UpgradeRefusalHandler
 
     /// The typed upgrade configuration.
     func configuration() -> NIOTypedHTTPClientUpgradeConfiguration<DialOutcome> {
-        let url = url, maxMessageBytes = maxMessageBytes, refusals = refusals
+        let url = url, maxMessageBytes = maxMessageBytes, refusals = refusals, offered = peerProtocol.offered
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: "\(url.host):\(url.port)")
-        headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+        headers.add(name: "Sec-WebSocket-Protocol", value: offered.map(\.subprotocol).joined(separator: ","))
         // Without a length NIO's encoder would frame the empty body as chunked.
         headers.add(name: "Content-Length", value: "0")
         if let authorization { headers.add(name: "Authorization", value: authorization) }
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/" + url.database, headers: headers)
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: peerProtocol.path(url.database), headers: headers)
         let upgrader = NIOTypedWebSocketClientUpgrader<DialOutcome>(
             maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), enableAutomaticErrorHandling: true
         ) { channel, response in
-            guard response.headers["Sec-WebSocket-Protocol"].first == ProtocolVersion.subprotocol else {
+            guard let selected = response.headers["Sec-WebSocket-Protocol"].first.flatMap(WireFormat.init(subprotocol:)),
+                  offered.contains(selected) else {
+                let names = offered.map(\.subprotocol).joined(separator: " or ")
                 return channel.eventLoop.makeFailedFuture(
-                    DialError(kind: .protocolMismatch, message: "\(url) did not select the \(ProtocolVersion.subprotocol) subprotocol"))
+                    DialError(kind: .protocolMismatch, message: "\(url) did not select the \(names) subprotocol"))
             }
             return channel.eventLoop.makeCompletedFuture {
                 let bridge = WebSocketBridge(role: .client)
@@ -309,7 +338,7 @@ struct UpgradeRequest: Sendable {
                 channel.pipeline.syncOperations.removeHandler(refusals, promise: nil)
                 try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
                 bridge.attach(to: channel)
-                return .webSocket(PeerConnection(channel: channel, bridge: bridge))
+                return .webSocket(PeerConnection(channel: channel, bridge: bridge, wireFormat: selected))
             }
         }
         return NIOTypedHTTPClientUpgradeConfiguration(upgradeRequestHead: head, upgraders: [upgrader]) { channel in

@@ -162,14 +162,17 @@ struct ConnectionSetup: Sendable {
             enableAutomaticErrorHandling: true,
             shouldUpgrade: { channel, head in
                 decision.decide(head, channel: channel).map { route in
-                    guard case .upgrade = route else { return nil }
+                    guard case .upgrade(let format) = route else { return nil }
                     var headers = HTTPHeaders()
-                    headers.add(name: "Sec-WebSocket-Protocol", value: ProtocolVersion.subprotocol)
+                    // Couchbase Lite fails a connection whose answer names no subprotocol.
+                    headers.add(name: "Sec-WebSocket-Protocol", value: format.subprotocol)
                     return headers
                 }
             },
-            upgradePipelineHandler: { channel, _ in
+            upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
+                    let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+                    let format = WireFormat.chosen(from: offered, blipPath: Route.path(of: head).hasSuffix("/_blipsync")) ?? .ferry1
                     let bridge = WebSocketBridge(role: .server)
                     let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
                                                                  maxAccumulatedFrameSize: config.maxMessageBytes)
@@ -177,7 +180,7 @@ struct ConnectionSetup: Sendable {
                     setups.upgraded(channel)
                     bridge.attach(to: channel)
                     if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
-                    let connection = PeerConnection(channel: channel, bridge: bridge)
+                    let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format)
                     registry.add(connection)
                     channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                     return .webSocket(connection)
@@ -240,7 +243,7 @@ final class ConnectionRegistry: Sendable {
 
 /// What to do with an HTTP request.
 enum Route: Equatable {
-    case upgrade
+    case upgrade(WireFormat)
     case describe
     case notFound(String)
     case unauthorized
@@ -254,18 +257,27 @@ enum Route: Equatable {
         let wantsUpgrade = head.headers["Upgrade"].contains { $0.lowercased() == "websocket" }
         guard wantsUpgrade else { return .describe }
         let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
-        guard offered.contains(ProtocolVersion.subprotocol) else {
-            return .badRequest("offer the WebSocket subprotocol \(ProtocolVersion.subprotocol)")
+        let blipPath = path(of: head) == "/" + config.database + "/_blipsync"
+        guard let format = WireFormat.chosen(from: offered, blipPath: blipPath) else {
+            return .badRequest(blipPath ? "offer the WebSocket subprotocol BLIP_3+CBMobile_3, BLIP_3+CBMobile_2 or \(ProtocolVersion.subprotocol)"
+                                        : "offer the WebSocket subprotocol \(ProtocolVersion.subprotocol)")
         }
-        return .upgrade
+        return .upgrade(format)
     }
 
-    /// 404 unless the path is `/<database>`.
+    /// 404 unless the path is `/<database>` (ferry's) or `/<database>/_blipsync` (Couchbase
+    /// Lite's replication endpoint).
     static func missingDatabase(_ head: HTTPRequestHead, _ config: ListenerConfiguration) -> Route? {
+        let path = path(of: head)
+        return path == "/" + config.database || path == "/" + config.database + "/_blipsync" ? nil : .notFound("no database at \(path)")
+    }
+
+    /// The request's path without its query and trailing slashes.
+    static func path(of head: HTTPRequestHead) -> String {
         var path = head.uri
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
-        return path == "/" + config.database ? nil : .notFound("no database at \(path)")
+        return path
     }
 }
 
@@ -513,7 +525,11 @@ final class PlainHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         let context = NIOLoopBound(context, eventLoop: context.eventLoop)
         decision.decide(head, channel: context.value.channel).whenSuccess { [self] route in
             // Routed to an upgrade yet refused by NIO: the key or version was not RFC 6455's.
-            respond(context: context.value, route: route == .upgrade ? .badRequest("not a valid WebSocket upgrade (RFC 6455 section 4.1)") : route)
+            if case .upgrade = route {
+                respond(context: context.value, route: .badRequest("not a valid WebSocket upgrade (RFC 6455 section 4.1)"))
+            } else {
+                respond(context: context.value, route: route)
+            }
         }
     }
 

@@ -24,12 +24,15 @@ public final class PeerConnection: MessageTransport {
     public var inbound: TransportInbox { bridge.inbox }
     /// Who the peer is (address), for logs.
     public let remoteDescription: String
+    /// What the connection speaks (the subprotocol both ends agreed on).
+    public let wireFormat: WireFormat
     let channel: Channel
     let bridge: WebSocketBridge
 
-    init(channel: Channel, bridge: WebSocketBridge) {
+    init(channel: Channel, bridge: WebSocketBridge, wireFormat: WireFormat) {
         self.channel = channel
         self.bridge = bridge
+        self.wireFormat = wireFormat
         self.remoteDescription = channel.remoteAddress?.description ?? "unknown peer"
     }
 

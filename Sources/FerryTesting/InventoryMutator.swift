@@ -1,7 +1,7 @@
 import FerryCore
 
 /// Random inventory documents and random edits of them, the shape users actually sync
-/// (`{"type": "list", "items": [{"key": …, "value": …}, …]}` plus loose members).
+/// (`{"type": "list", "list": [{"key": …, "value": …}, …]}` plus loose members).
 public struct InventoryMutator {
     /// The randomness.
     public var rng: SeededGenerator
@@ -14,7 +14,7 @@ public struct InventoryMutator {
         let items: [JSONValue] = (0..<count).map { i in
             ["key": .string("item-\(i)"), "value": .int(Int.random(in: 0...99, using: &rng))]
         }
-        return ["type": "list", "name": "Inventory", "items": .array(items)]
+        return ["type": "list", "name": "Inventory", "list": .array(items)]
     }
 
     /// One to three random edits: change a value, insert an item, remove an item, add or
@@ -22,7 +22,7 @@ public struct InventoryMutator {
     public mutating func edit(_ doc: JSONValue) -> JSONValue {
         guard case .object(var o) = doc else { return doc }
         for _ in 0..<Int.random(in: 1...3, using: &rng) {
-            var items = o["items"]?.arrayValue ?? []
+            var items = o["list"]?.arrayValue ?? []
             switch Int.random(in: 0..<7, using: &rng) {
             case 0 where !items.isEmpty, 1 where !items.isEmpty:
                 let i = Int.random(in: 0..<items.count, using: &rng)
@@ -46,7 +46,7 @@ public struct InventoryMutator {
             default:
                 o["name"] = .string("Inventory \(rng.next() % 100)")
             }
-            o["items"] = .array(items)
+            o["list"] = .array(items)
         }
         return .object(o)
     }

@@ -20,12 +20,12 @@ import FerryTesting
             #expect(jq.status == 0 && jq.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(jq.stdout)\(jq.stderr)")
             #expect(try FerryProcess.ferry(["verify"], in: dir).status == 0)
             // The image blob of the first item names an object that exists.
-            let digest = try FerryProcess.shell("ferry() { \"\(FerryProcess.ferryExecutable)\" \"$@\"; }; ferry show samplelist.json | jq -r '.items[0].image.digest'", in: dir)
+            let digest = try FerryProcess.shell("ferry() { \"\(FerryProcess.ferryExecutable)\" \"$@\"; }; ferry show samplelist.json | jq -r '.list[0].image.digest'", in: dir)
             let hex = digest.stdout.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "sha256-", with: "")
             #expect(hex.count == 64)
             #expect(FileManager.default.fileExists(atPath: "\(dir)/.ferry/objects/\(hex.prefix(2))/\(hex.dropFirst(2))"))
             // Every item has an image; items without their own picture share the default one.
-            let images = try FerryProcess.shell("jq -r '.items[] | .image.digest' samplelist.json | sort -u | wc -l; jq '.items | length' samplelist.json", in: dir)
+            let images = try FerryProcess.shell("jq -r '.list[] | .image.digest' samplelist.json | sort -u | wc -l; jq '.list | length' samplelist.json", in: dir)
             let counts = images.stdout.split(separator: "\n").compactMap { Int($0) }
             #expect(counts.count == 2 && counts[0] == counts[1] - 2, "\(images.stdout)")
             // folder.json has the promised fields.

@@ -71,7 +71,7 @@ import Testing
             let same = try FerryProcess.shell("diff <(jq -S . a/samplelist.json) <(jq -S . b/samplelist.json)", in: tmp.path)
             #expect(same.status == 0, "\(same.stdout)")
             // Every blob the list refers to is in b's objects, and both folders verify.
-            let missing = try FerryProcess.shell("jq -r '.items[].image.digest' b/samplelist.json | sed 's/^sha256-//' | sort -u | while read d; do test -f b/.ferry/objects/${d:0:2}/${d:2} || echo $d; done", in: tmp.path)
+            let missing = try FerryProcess.shell("jq -r '.list[].image.digest' b/samplelist.json | sed 's/^sha256-//' | sort -u | while read d; do test -f b/.ferry/objects/${d:0:2}/${d:2} || echo $d; done", in: tmp.path)
             #expect(missing.status == 0 && missing.stdout.isEmpty, "missing blobs: \(missing.stdout)")
             #expect(try FerryProcess.ferry(["verify"], in: b).status == 0)
             // --doc-id: only the named document comes over.
@@ -243,7 +243,7 @@ import Testing
             // The link is down (no replicator runs): different items on both sides, and the same
             // item differently.
             func edit(_ folder: String, _ script: String) throws {
-                let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['items']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
+                let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['list']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
                 #expect(r.status == 0, "\(r.stderr)")
             }
             try edit(a, "items['Apples']['value']=111; items['Cherries']['value']=1")
@@ -256,13 +256,13 @@ import Testing
             let fileB = try Data(contentsOf: URL(fileURLWithPath: b + "/samplelist.json"))
             #expect(fileA == fileB, "the folders are not byte-identical")
             let merged = try JSONParser.parse(Array(fileA))
-            let values = Dictionary(uniqueKeysWithValues: (merged["items"]?.arrayValue ?? []).compactMap { i in i["key"]?.stringValue.map { ($0, i["value"]?.intValue ?? -1) } })
+            let values = Dictionary(uniqueKeysWithValues: (merged["list"]?.arrayValue ?? []).compactMap { i in i["key"]?.stringValue.map { ($0, i["value"]?.intValue ?? -1) } })
             #expect(values["Apples"] == 111 && values["Bananas"] == 222, "\(values)")
             #expect(values["Cherries"] == 1 || values["Cherries"] == 2, "\(values)")
             // The losing body is still in the log and the objects; the conflict is listed.
             let conflicts = try FerryProcess.ferry(["conflicts", "--json"], in: b)
             #expect(conflicts.stdout.contains("merged"), "\(conflicts.stdout)")
-            let bodies = try FerryProcess.shell("for rev in $(jq -r 'select(.doc==\"samplelist.json\" and .deleted==false) | .rev' .ferry/revs.log); do ferry show samplelist.json@$rev | jq '.items[] | select(.key==\"Cherries\") | .value'; done | sort -u | tr '\\n' ' '", in: b, environment: ["PATH": (FerryProcess.ferryExecutable as NSString).deletingLastPathComponent + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "")])
+            let bodies = try FerryProcess.shell("for rev in $(jq -r 'select(.doc==\"samplelist.json\" and .deleted==false) | .rev' .ferry/revs.log); do ferry show samplelist.json@$rev | jq '.list[] | select(.key==\"Cherries\") | .value'; done | sort -u | tr '\\n' ' '", in: b, environment: ["PATH": (FerryProcess.ferryExecutable as NSString).deletingLastPathComponent + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "")])
             #expect(bodies.stdout.contains("1 ") && bodies.stdout.contains("2 "), "Cherries values in b's history: \(bodies.stdout)")
             // No ping-pong: the logs stay as they are.
             let before = (lineCount(a), lineCount(b))

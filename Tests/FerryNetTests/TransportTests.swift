@@ -109,6 +109,66 @@ import FerryProtocol
         await listener.stop()
     }
 
+    /// Couchbase Lite's handshake, played by a third-party WebSocket client (python3-websockets)
+    /// as the captures in `../shared/interop` show it: `GET /<db>/_blipsync` without
+    /// credentials first (401 with `WWW-Authenticate: Basic`), then with them; the answer must
+    /// name the subprotocol chosen (3.x offers `_3,_2`, 2.8 only `_2`), and the listener hands
+    /// the connection on with its wire format.
+    @Test func couchbaseLiteHandshakesAreAnsweredWithTheirSubprotocol() async throws {
+        let formats = FormatLog()
+        var config = ListenerConfiguration(database: "inventory")
+        config.passwordCheck = { user, password in user == "bob" && password == "password" }
+        let listener = try await Listener.start(config) { connection in
+            formats.append(connection.wireFormat)
+            Task { await connection.close(code: 1000, reason: "") }
+        }
+        let script = """
+            import asyncio, sys, websockets
+            async def attempt(path, offered, auth):
+                headers = {"Authorization": "Basic Ym9iOnBhc3N3b3Jk"} if auth else {}
+                try:
+                    async with websockets.connect("ws://127.0.0.1:\(listener.port)" + path, subprotocols=offered, extra_headers=headers) as ws:
+                        print(path, ",".join(offered), "auth" if auth else "anonymous", "->", ws.subprotocol)
+                        await ws.wait_closed()
+                except websockets.exceptions.InvalidStatusCode as e:
+                    print(path, ",".join(offered), "auth" if auth else "anonymous", "->", e.status_code, e.headers.get("WWW-Authenticate"))
+            async def main():
+                await attempt("/inventory/_blipsync", ["BLIP_3+CBMobile_2"], False)
+                await attempt("/inventory/_blipsync", ["BLIP_3+CBMobile_2"], True)
+                await attempt("/inventory/_blipsync", ["BLIP_3+CBMobile_3", "BLIP_3+CBMobile_2"], True)
+                await attempt("/inventory/_blipsync", ["BLIP_3+CBMobile_4"], True)
+                await attempt("/inventory", ["BLIP_3+CBMobile_3"], True)
+                await attempt("/other/_blipsync", ["BLIP_3+CBMobile_3"], True)
+            asyncio.run(main())
+            """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = ["-c", script]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        p.waitUntilExit()
+        let lines = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        #expect(lines == [
+            "/inventory/_blipsync BLIP_3+CBMobile_2 anonymous -> 401 Basic realm=\"ferry\"",
+            "/inventory/_blipsync BLIP_3+CBMobile_2 auth -> BLIP_3+CBMobile_2",
+            "/inventory/_blipsync BLIP_3+CBMobile_3,BLIP_3+CBMobile_2 auth -> BLIP_3+CBMobile_3",
+            "/inventory/_blipsync BLIP_3+CBMobile_4 auth -> 400 None",
+            "/inventory BLIP_3+CBMobile_3 auth -> 400 None",
+            "/other/_blipsync BLIP_3+CBMobile_3 auth -> 404 None",
+        ], "\(lines)")
+        #expect(formats.all == [.cbMobile(version: 2), .cbMobile(version: 3)])
+        // ferry's own dialer: `cbl` gets BLIP, `auto` (both offered at /_blipsync) gets ferry-1 from a ferry listener.
+        let auth = BasicCredentials.header(user: "bob", password: "password")
+        for (asked, expected) in [(PeerProtocol.cbl, WireFormat.cbMobile(version: 3)), (.auto, .ferry1), (.ferry, .ferry1)] {
+            let connection = try await Dialer.connect(to: url(listener), protocol: asked, authorization: auth)
+            #expect(connection.wireFormat == expected, "\(asked)")
+            _ = await connection.waitUntilClosed()
+        }
+        #expect(formats.all.suffix(3) == [.cbMobile(version: 3), .ferry1, .ferry1])
+        await listener.stop()
+    }
+
     @Test func anOversizedMessageClosesTheConnection() async throws {
         let listener = try await startEchoListener { $0.maxMessageBytes = 64 * 1024 }
         let connection = try await Dialer.connect(to: url(listener))
@@ -132,4 +192,12 @@ import FerryProtocol
             #expect(error.kind == .unreachable && error.isTransient)
         }
     }
+}
+
+/// The wire formats a listener handed on, in order.
+final class FormatLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var formats: [WireFormat] = []
+    func append(_ format: WireFormat) { lock.withLock { formats.append(format) } }
+    var all: [WireFormat] { lock.withLock { formats } }
 }

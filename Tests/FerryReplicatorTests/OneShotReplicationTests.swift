@@ -137,7 +137,7 @@ import FerryTesting
         _ = try await pull(into: b, from: listenA, database: "inventory")
         // Offline edits: A changes Apples, B changes Bananas, both change Cherries differently.
         func edit(_ folder: String, _ script: String) throws {
-            let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['items']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
+            let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['list']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
             #expect(r.status == 0, "\(r.stderr)")
             #expect(try scan(folder) == 0)
         }
@@ -150,7 +150,7 @@ import FerryTesting
         let fileB = try Data(contentsOf: URL(fileURLWithPath: b + "/samplelist.json"))
         #expect(fileA == fileB)
         let merged = try JSONParser.parse(Array(fileA))
-        let values = Dictionary(uniqueKeysWithValues: (merged["items"]?.arrayValue ?? []).compactMap { i in i["key"]?.stringValue.map { ($0, i["value"]?.intValue ?? -1) } })
+        let values = Dictionary(uniqueKeysWithValues: (merged["list"]?.arrayValue ?? []).compactMap { i in i["key"]?.stringValue.map { ($0, i["value"]?.intValue ?? -1) } })
         #expect(values["Apples"] == 111 && values["Bananas"] == 222, "\(values)")
         #expect(values["Cherries"] == 1 || values["Cherries"] == 2)
         // The same revision tree on both sides (a revision known only as history appears as a

@@ -28,6 +28,13 @@ public protocol MessageTransport: Sendable {
     func close(code: UInt16, reason: String) async
     /// How the connection ended ("1001: listener stopped"); nil while it is open.
     var closeDescription: String? { get }
+    /// What the connection speaks (a WebSocket's agreed subprotocol).
+    var wireFormat: WireFormat { get }
+}
+
+extension MessageTransport {
+    /// Transports that do not negotiate (in-memory pairs in tests) speak `ferry/1`.
+    public var wireFormat: WireFormat { .ferry1 }
 }
 
 /// A message queued on a transport.

@@ -37,7 +37,7 @@ public struct SampleInstaller {
             throw StoreError(.invalidInput, "\(target) already exists; not replacing it with the sample")
         }
         let bytes = try FileSystem.readFile(samplesDirectory + "/samplelist.json")
-        guard case .object(var list)? = try? JSONParser.parse(bytes), case .array(let items)? = list["items"] else {
+        guard case .object(var list)? = try? JSONParser.parse(bytes), case .array(let items)? = list["list"] else {
             throw StoreError(.corrupt, "\(samplesDirectory)/samplelist.json is not an inventory list")
         }
         var withImages: [JSONValue] = []
@@ -52,7 +52,7 @@ public struct SampleInstaller {
             fields["image"] = BlobReference(digest: digest, length: size, contentType: "image/jpeg").json
             withImages.append(.object(fields))
         }
-        list["items"] = .array(withImages)
+        list["list"] = .array(withImages)
         try FileSystem.writeAtomically(JSONValue.object(list).prettyBytes, to: target)
     }
 }

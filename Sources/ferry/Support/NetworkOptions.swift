@@ -7,6 +7,7 @@ import FerryStore
 import Foundation
 
 extension TLSMode: ExpressibleByArgument {}
+extension PeerProtocol: ExpressibleByArgument {}
 
 /// The listener options of SPEC §4 that this build has.
 struct ListenerOptions: ParsableArguments {
@@ -90,6 +91,11 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds each stage of a connection (TCP connect, TLS handshake, WebSocket upgrade) may take.", valueName: "seconds"))
     var connectTimeout: Double = 10
 
+    @Option(name: .customLong("protocol"), help: ArgumentHelp(
+        "ferry: ferry's own (ferry-1); cbl: Couchbase Lite's (BLIP_3+CBMobile_3 or _2, for a Couchbase Lite listener or Sync Gateway); auto: offer both, the listener picks.",
+        valueName: "ferry|cbl|auto"))
+    var peerProtocol: PeerProtocol = .auto
+
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
     var docIDs: [String] = []
 
@@ -130,6 +136,7 @@ struct ClientOptions: ParsableArguments {
         peer.maxAttemptWait = .milliseconds(Int(maxAttemptWait * 1000))
         peer.heartbeat = .milliseconds(Int(heartbeat * 1000))
         peer.connectTimeout = .milliseconds(Int(connectTimeout * 1000))
+        peer.peerProtocol = peerProtocol
         if !docIDs.isEmpty {
             peer.docIDs = try docIDs.map { id in
                 do { return try DocumentID(id) } catch { throw CLIError("--doc-id \(id): \(error)", exitCode: 2) }
