@@ -295,7 +295,7 @@ final class HandshakeWatcher: ChannelInboundHandler, Sendable {
 
 /// What became of a dial's upgrade request.
 enum DialOutcome: Sendable {
-    /// Upgraded: a WebSocket speaking `ferry/1`.
+    /// Upgraded: a WebSocket (its `wireFormat` says what it speaks).
     case webSocket(PeerConnection)
     /// Answered without upgrading; `UpgradeRefusalHandler` reads the answer's status.
     case refused
@@ -332,12 +332,8 @@ struct UpgradeRequest: Sendable {
                     DialError(kind: .protocolMismatch, message: "\(url) did not select the \(names) subprotocol"))
             }
             return channel.eventLoop.makeCompletedFuture {
-                let bridge = WebSocketBridge(role: .client)
-                let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
-                                                             maxAccumulatedFrameSize: maxMessageBytes)
                 channel.pipeline.syncOperations.removeHandler(refusals, promise: nil)
-                try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
-                bridge.attach(to: channel)
+                let bridge = try WebSocketBridge.install(on: channel, role: .client, maxMessageBytes: maxMessageBytes)
                 return .webSocket(PeerConnection(channel: channel, bridge: bridge, wireFormat: selected))
             }
         }

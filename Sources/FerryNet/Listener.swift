@@ -139,7 +139,7 @@ public final class Listener: Sendable {
 
 /// What became of an accepted connection's HTTP request.
 enum ConnectionOutcome: Sendable {
-    /// Upgraded: a WebSocket speaking `ferry/1`.
+    /// Upgraded: a WebSocket (its `wireFormat` says what it speaks).
     case webSocket(PeerConnection)
     /// Answered with plain HTTP (a description, 404, 400, 401), then closed.
     case plainHTTP
@@ -173,12 +173,8 @@ struct ConnectionSetup: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
                     let format = WireFormat.chosen(from: offered, blipPath: Route.path(of: head).hasSuffix("/_blipsync")) ?? .ferry1
-                    let bridge = WebSocketBridge(role: .server)
-                    let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
-                                                                 maxAccumulatedFrameSize: config.maxMessageBytes)
-                    try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
+                    let bridge = try WebSocketBridge.install(on: channel, role: .server, maxMessageBytes: config.maxMessageBytes)
                     setups.upgraded(channel)
-                    bridge.attach(to: channel)
                     if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
                     let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format)
                     registry.add(connection)

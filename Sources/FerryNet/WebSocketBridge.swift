@@ -13,6 +13,17 @@ enum WebSocketRole: Sendable {
 /// reassembled by `NIOWebSocketFrameAggregator`) to a bounded `TransportInbox`, stops reading
 /// the socket while the inbox is full, answers pings, and runs the closing handshake.
 final class WebSocketBridge: ChannelDuplexHandler, Sendable {
+    /// Adds an upgraded WebSocket's handlers behind NIO's frame codec (the masking rule, the
+    /// aggregator that reassembles fragments up to `maxMessageBytes`, the bridge) and starts it.
+    static func install(on channel: Channel, role: WebSocketRole, maxMessageBytes: Int) throws -> WebSocketBridge {
+        let bridge = WebSocketBridge(role: role)
+        let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
+                                                     maxAccumulatedFrameSize: maxMessageBytes)
+        try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
+        bridge.attach(to: channel)
+        return bridge
+    }
+
     typealias InboundIn = WebSocketFrame
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
