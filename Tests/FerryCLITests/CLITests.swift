@@ -162,3 +162,52 @@ import FerryTesting
         }
     }
 }
+
+/// Ctrl-C in a real terminal (a pty, as a user's shell gives): an interrupted sync says so and
+/// exits 130 instead of claiming it is up to date; a second Ctrl-C does not wait for the stop.
+@Suite struct InterruptTests {
+    /// Runs `ferry sync` against a port nothing listens on (it retries, offline) in a pty,
+    /// types Ctrl-C `presses` times once it is retrying; prints the exit status and the output.
+    func interruptedSync(presses: Int) throws -> (status: Int, output: String, seconds: Double) {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.appending("inv")
+        #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+        let script = """
+            import os, pty, socket, sys, time
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.chdir(sys.argv[2])
+                os.execv(sys.argv[1], [sys.argv[1], "sync", "ws://127.0.0.1:%d/inv" % port, "--max-attempt-wait", "30"])
+            out = b""; deadline = time.time() + 20
+            while b"offline" not in out and time.time() < deadline:
+                try: out += os.read(fd, 4096)
+                except OSError: break
+            start = time.time()
+            for _ in range(int(sys.argv[3])): os.write(fd, b"\\x03"); time.sleep(0.02)
+            while time.time() < deadline + 10:
+                try:
+                    chunk = os.read(fd, 4096)
+                    if not chunk: break
+                    out += chunk
+                except OSError: break
+            _, status = os.waitpid(pid, 0)
+            print(os.waitstatus_to_exitcode(status), "%.2f" % (time.time() - start))
+            print(out.decode(errors="replace"))
+            """
+        let r = try FerryProcess.shell("python3 -c '\(script.replacingOccurrences(of: "'", with: "'\\''"))' '\(FerryProcess.ferryExecutable)' '\(dir)' \(presses)")
+        let first = r.stdout.split(separator: "\n").first.map(String.init) ?? ""
+        let fields = first.split(separator: " ")
+        return (Int(fields.first ?? "") ?? -1, r.stdout, Double(fields.last ?? "") ?? -1)
+    }
+
+    @Test func ctrlCDuringASyncSaysInterruptedAndExits130() async throws {
+        try await endToEnd {
+            let once = try interruptedSync(presses: 1)
+            #expect(once.status == 130, "\(once.output)")
+            #expect(once.output.contains("interrupted") && !once.output.contains("up to date"), "\(once.output)")
+            let twice = try interruptedSync(presses: 2)
+            #expect(twice.status == 130 && twice.seconds < 2, "\(twice.output)")
+        }
+    }
+}

@@ -69,13 +69,24 @@ struct SyncCommand: AsyncParsableCommand {
         let progress = ProgressReporter(replicator: replicator, url: peer.url.description, json: output.json)
 
         let work = Task { try await replicator.run() }
-        let signals = onTerminationSignals { work.cancel() }
+        let interruption = Interruption()
+        // The first signal stops the replication (what is recorded stays recorded); a second
+        // one does not wait for that.
+        let signals = onTerminationSignals {
+            if interruption.signal() > 1 { _exit(Interruption.exitCode) }
+            work.cancel()
+        }
         defer { signals.forEach { $0.cancel() } }
         let display = Task { await progress.show() }
         let result = await work.result
         display.cancel()
         await display.value
         try await shared.saveStatCache()
+        if interruption.happened {
+            // A cancelled replication can end as if it were done: it is not, whatever it says.
+            progress.clearLine()
+            throw CLIError("interrupted: the sync with \(peer.url) did not finish; run it again to go on", exitCode: Interruption.exitCode)
+        }
         switch result {
         case .success(let totals):
             progress.finish(totals)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import FerryStore
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -91,6 +92,19 @@ enum FileHandleOutput {
             offset += n
         }
     }
+}
+
+/// Counts the termination signals a command received.
+final class Interruption: Sendable {
+    /// The shell's convention for a process ended by SIGINT (128 + 2).
+    static let exitCode: Int32 = 130
+    private let count = Mutex(0)
+
+    /// Records one signal; returns how many there have been.
+    func signal() -> Int { count.withLock { $0 += 1; return $0 } }
+
+    /// True once a signal has arrived.
+    var happened: Bool { count.withLock { $0 > 0 } }
 }
 
 /// Calls `handler` on SIGINT and SIGTERM (instead of dying), so a command can stop cleanly;
