@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
-bash scripts/setup.sh >/dev/null
+bash scripts/setup.sh
 ferry=$PWD/.build/debug/ferry
 # In the home folder, not /tmp: there vim saves by renaming the file away and writing a new
 # one, as it does for users (under /tmp it writes in place).

@@ -39,4 +39,7 @@ if [ "$(id -u)" = 0 ] && ! id ferrytest >/dev/null 2>&1; then
 fi
 
 # SETUP_NO_BUILD=1: packages only (the benchmark builds in release mode itself).
-[ "${SETUP_NO_BUILD:-}" = 1 ] || swift build --build-tests 2>&1 | tail -n 3
+if [ "${SETUP_NO_BUILD:-}" != 1 ]; then
+  echo "setup: building ferry and its tests (debug; the first build takes several minutes on 2 cores)"
+  swift build --build-tests 2>&1 | bash scripts/lib/build-progress.sh
+fi

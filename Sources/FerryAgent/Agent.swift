@@ -186,7 +186,8 @@ public final class Agent: @unchecked Sendable {
         let (bind, hosts) = try NetworkInterfaces.resolve(options.interface)
         var config = ListenerConfiguration(database: database)
         config.host = bind
-        config.port = options.port
+        let keptPort = ListenerPort(layout: FolderLayout(root: configuration.root))
+        config.port = options.port ?? keptPort.read() ?? 0
         config.passwordCheck = options.users?.passwordCheck
         config.recentlyVerified = options.users?.recentlyVerified
         config.heartbeat = options.heartbeat
@@ -210,7 +211,19 @@ public final class Agent: @unchecked Sendable {
             config.describe["fingerprint"] = summary.fingerprint
             logger.notice("TLS identity", metadata: ["subject": "\(summary.subject)", "sha256": "\(summary.fingerprint)"])
         }
-        let listener = try await Listener.start(config, onConnection: accept)
+        let listener: Listener
+        do {
+            listener = try await Listener.start(config, onConnection: accept)
+        } catch where Listener.isAddressInUse(error) && config.port != 0 {
+            guard options.port == nil else {
+                throw ListenError("port \(config.port) on \(bind) is in use by another program; stop it, or choose another port with --port (0: any free one)")
+            }
+            logger.warning("port \(config.port), where this folder listened last, is in use; listening on another one: peers that use the old URL must be given the new one",
+                           metadata: ["port": "\(config.port)"])
+            config.port = 0
+            listener = try await Listener.start(config, onConnection: accept)
+        }
+        if options.port == nil { keptPort.save(listener.port) }
         let scheme = config.tls == nil ? "ws" : "wss"
         let urls = hosts.map { "\(scheme)://\($0):\(listener.port)/\(database)" }
         logger.notice("listening", metadata: ["urls": "\(urls.joined(separator: " "))"])

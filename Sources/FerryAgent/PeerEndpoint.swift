@@ -65,8 +65,8 @@ public struct PeerEndpoint: Sendable {
 public struct ListenOptions: Sendable {
     /// `--interface`: an IP address or an interface name; nil: every interface.
     public var interface: String?
-    /// `--port`; 0: any free port.
-    public var port = 0
+    /// `--port`; 0: any free port; nil: the port this folder's listener used last, else any.
+    public var port: Int?
     /// `--users`: who may connect (nil: everyone).
     public var users: UserDirectory?
     /// `--read-only`: peers may pull, not push.

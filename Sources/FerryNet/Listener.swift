@@ -112,6 +112,11 @@ public final class Listener: Sendable {
         return Listener(configuration: configuration, channel: server.channel, accepting: accepting, registry: registry, setups: setups, logins: logins)
     }
 
+    /// True when `error`, thrown by `start`, says the address and port are taken (EADDRINUSE).
+    public static func isAddressInUse(_ error: Error) -> Bool {
+        (error as? IOError)?.errnoCode == EADDRINUSE
+    }
+
     /// The listener's URL, e.g. `ws://127.0.0.1:4984/inventory`.
     public var url: String { "\(configuration.tls == nil ? "ws" : "wss")://\(configuration.host):\(port)/\(configuration.database)" }
 

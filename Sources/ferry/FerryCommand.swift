@@ -9,6 +9,7 @@ struct FerryCommand: AsyncParsableCommand {
             ferry [-C DIR] COMMAND — DIR defaults to the current directory or its nearest ancestor holding .ferry/.
             Exit codes: 0 success, 1 failure, 2 usage error, 3 authentication/TLS trust failure, 4 folder not initialized or locked.
             """,
+        version: FerryVersion.current,
         subcommands: [
             InitCommand.self, ServeCommand.self, SyncCommand.self, ScanCommand.self, StatusCommand.self, LogCommand.self, ShowCommand.self,
             ConflictsCommand.self, VerifyCommand.self, CompactCommand.self, UsersCommand.self, IdentityCommand.self, PeersCommand.self,

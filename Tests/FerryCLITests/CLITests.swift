@@ -211,3 +211,34 @@ import FerryTesting
         }
     }
 }
+
+/// Passwords typed on a terminal are asked for and never echoed.
+@Suite struct PasswordPromptTests {
+    @Test func hashPasswordOnATerminalPromptsWithEchoOff() async throws {
+        try await endToEnd {
+            let script = """
+                import os, pty, sys, time
+                pid, fd = pty.fork()
+                if pid == 0:
+                    os.execv(sys.argv[1], [sys.argv[1], "users", "hash-password", "--name", "bob"])
+                out = b""; deadline = time.time() + 10
+                while b"password for bob:" not in out and time.time() < deadline:
+                    out += os.read(fd, 1024)
+                os.write(fd, b"s3cret-typed\\n")
+                while time.time() < deadline:
+                    try:
+                        chunk = os.read(fd, 4096)
+                        if not chunk: break
+                        out += chunk
+                    except OSError: break
+                _, status = os.waitpid(pid, 0)
+                print(os.waitstatus_to_exitcode(status))
+                print(out.decode(errors="replace"))
+                """
+            let r = try FerryProcess.shell("python3 -c '\(script.replacingOccurrences(of: "'", with: "'\\''"))' '\(FerryProcess.ferryExecutable)'")
+            #expect(r.stdout.hasPrefix("0\n"), "\(r.stdout)")
+            #expect(r.stdout.contains("password for bob:") && r.stdout.contains("\"password_hash\":\"pbkdf2"), "\(r.stdout)")
+            #expect(!r.stdout.contains("s3cret-typed"), "the password was echoed: \(r.stdout)")
+        }
+    }
+}

@@ -133,4 +133,33 @@ import FerryTesting
             #expect(try FerryProcess.ferry(["status"], in: f.dir).stdout.contains("agent:     not running"))
         }
     }
+
+    /// A restarted listener keeps its address: the port it picked first is kept in `.ferry/`
+    /// and taken again without `--port`; a taken port is named, with what to do.
+    @Test func aRestartedListenerKeepsItsPortAndATakenPortIsNamed() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("inv")
+            #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+            let args = ["--interface", "127.0.0.1", "--tls", "off", "--no-advertise"]
+            let first = try RunningAgent(folder: dir, arguments: args)
+            let url = try #require(first.url)
+            #expect(first.stop() == 0)
+            let kept = try String(contentsOfFile: dir + "/.ferry/listener-port", encoding: .utf8)
+            #expect(url.contains(":" + kept.trimmingCharacters(in: .whitespacesAndNewlines) + "/"), "\(url) \(kept)")
+            let second = try RunningAgent(folder: dir, arguments: args)
+            #expect(second.url == url, "\(second.log())")
+            // Another folder asking for that port by name is told it is taken, and exits.
+            let other = tmp.appending("other")
+            #expect(try FerryProcess.ferry(["init", other]).status == 0)
+            let port = String(url.split(separator: ":")[2].split(separator: "/")[0])
+            let taken = try FerryProcess.ferry(["serve", "--port", port] + args, in: other)
+            #expect(taken.status == 1 && taken.stderr.contains("port \(port) on 127.0.0.1 is in use") && taken.stderr.contains("--port"), "\(taken.stderr)")
+            // Without --port, that folder's listener (whose kept port is taken) moves and says so.
+            try port.write(toFile: other + "/.ferry/listener-port", atomically: true, encoding: .utf8)
+            let moved = try RunningAgent(folder: other, arguments: args)
+            #expect(moved.url != nil && moved.url != url && moved.log().contains("is in use; listening on another one"), "\(moved.log())")
+            #expect(second.stop() == 0 && moved.stop() == 0)
+        }
+    }
 }

@@ -17,7 +17,7 @@ struct UsersCommand: ParsableCommand {
             commandName: "hash-password",
             abstract: "Print a users-file line with a salted, slow hash (PBKDF2-SHA256) of a password.",
             discussion: """
-                The password comes from --password-file, else $FERRY_PASSWORD, else the first line of standard input; \
+                The password comes from --password-file, else $FERRY_PASSWORD, else a prompt (echo off) on a terminal, else the first line of standard input; \
                 never from the command line. Append the printed line to a JSON Lines users file.
                 """)
 
@@ -36,15 +36,16 @@ struct UsersCommand: ParsableCommand {
         }
 
         func run() throws {
-            let password = try readPassword(file: passwordFile)
+            let password = try readPassword(file: passwordFile, prompt: "password for \(name): ")
             let hash = try PasswordHash(hashing: password, rounds: rounds)
             FileHandleOutput.stdout(JSONValue.object(["name": .string(name), "password_hash": .string(hash.description)]).canonicalBytes + [0x0A])
         }
     }
 }
 
-/// A password from a file's first line, else `$FERRY_PASSWORD`, else standard input's first line.
-func readPassword(file: String?) throws -> String {
+/// A password from a file's first line, else `$FERRY_PASSWORD`, else a prompt with echo off
+/// when standard input is a terminal, else standard input's first line.
+func readPassword(file: String?, prompt: String = "password: ") throws -> String {
     func firstLine(_ bytes: [UInt8]) -> String {
         var line = bytes.split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false).first.map(Array.init) ?? []
         if line.last == 0x0D { line.removeLast() }
@@ -52,7 +53,30 @@ func readPassword(file: String?) throws -> String {
     }
     if let file { return firstLine(try FileSystem.readFile(absolute(file))) }
     if let env = ProcessInfo.processInfo.environment["FERRY_PASSWORD"] { return env }
+    if isatty(0) == 1 { return try HiddenPrompt.read(prompt) }
     let stdin = FileHandle.standardInput.readDataToEndOfFile()
     guard !stdin.isEmpty else { throw CLIError("no password: use --password-file F, $FERRY_PASSWORD, or standard input", exitCode: 2) }
     return firstLine(Array(stdin))
+}
+
+/// Reads one line from the terminal with echo off, as `sudo` and `ssh` ask for passwords.
+enum HiddenPrompt {
+    /// Shows `prompt` on stderr and reads a line without echoing it.
+    static func read(_ prompt: String) throws -> String {
+        var saved = termios()
+        guard tcgetattr(0, &saved) == 0 else { throw CLIError("cannot read a password from this terminal", exitCode: 2) }
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        // Echo goes off before the prompt shows: what is typed after it must not be flushed.
+        tcsetattr(0, TCSAFLUSH, &silent)
+        FileHandleOutput.stderrRaw(prompt)
+        defer {
+            tcsetattr(0, TCSAFLUSH, &saved)
+            FileHandleOutput.stderrRaw("\n")
+        }
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw CLIError("no password given", exitCode: 2)
+        }
+        return line
+    }
 }

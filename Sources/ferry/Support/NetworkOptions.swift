@@ -11,8 +11,8 @@ extension PeerProtocol: ExpressibleByArgument {}
 
 /// The listener options of SPEC §4 that this build has.
 struct ListenerOptions: ParsableArguments {
-    @Option(help: "Port to listen on (0 or absent: any free port).")
-    var port = 0
+    @Option(help: "Port to listen on (0: any free port; absent: the one this folder's listener used last, else any free port).")
+    var port: Int?
 
     @Option(help: ArgumentHelp("IP address or interface name to listen on (default: every interface).", valueName: "ip|ifname"))
     var interface: String?
@@ -45,7 +45,7 @@ struct ListenerOptions: ParsableArguments {
     var serviceName: String?
 
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
         if clientCa != nil && tls == .off { throw ValidationError("--client-ca needs TLS (--tls anonymous or identity)") }
     }
 
@@ -144,10 +144,10 @@ struct ClientOptions: ParsableArguments {
         }
         peer.tls = try clientTLS()
         if let user {
-            guard passwordFile != nil || ProcessInfo.processInfo.environment["FERRY_PASSWORD"] != nil else {
-                throw CLIError("--user \(user) needs a password: --password-file F or $FERRY_PASSWORD", exitCode: 2)
+            guard passwordFile != nil || ProcessInfo.processInfo.environment["FERRY_PASSWORD"] != nil || isatty(0) == 1 else {
+                throw CLIError("--user \(user) needs a password: --password-file F, $FERRY_PASSWORD, or a terminal to type it on", exitCode: 2)
             }
-            peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: passwordFile))
+            peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: passwordFile, prompt: "password for \(user) at \(url): "))
         }
         return peer
     }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs ferry under PREFIX (default /usr/local): the binary, the samples where it finds
+# them (PREFIX/share/ferry/samples), a man page per command (swift-argument-parser's manual
+# generator), bash/zsh/fish completions, and the systemd user unit ferry@.service. Builds in
+# release mode first (a few minutes on 2 cores). Run as root for a system prefix, or give a
+# prefix you own: bash scripts/install.sh ~/.local
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
+prefix=${1:-/usr/local}
+say() { printf 'install: %s\n' "$*"; }
+
+if [ "${INSTALL_NO_SETUP:-}" != 1 ]; then SETUP_NO_BUILD=1 bash scripts/setup.sh; fi
+say "building ferry (release)"
+swift build -c release --product ferry 2>&1 | bash scripts/lib/build-progress.sh
+binary=$(swift build -c release --product ferry --show-bin-path)/ferry
+
+say "generating the manual"
+manual_dir=$(mktemp -d)
+trap 'rm -rf "$manual_dir"' EXIT
+swift package plugin --allow-writing-to-directory "$manual_dir" generate-manual --multi-page \
+    --authors "the ferry engineers" 2>&1 | grep -E "error" >&2 || true
+manuals=$(find .build/plugins/GenerateManual/outputs -name '*.1' 2>/dev/null | head -n 1000)
+[ -n "$manuals" ] || { echo "install: the manual generator produced nothing" >&2; exit 1; }
+
+say "installing under $prefix"
+install -d "$prefix/bin" "$prefix/share/ferry" "$prefix/share/man/man1" \
+    "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-functions" \
+    "$prefix/share/fish/vendor_completions.d" "$prefix/lib/systemd/user"
+install -m 0755 "$binary" "$prefix/bin/ferry"
+rm -rf "$prefix/share/ferry/samples"
+cp -R samples "$prefix/share/ferry/samples"
+chmod -R a+rX "$prefix/share/ferry/samples"
+for m in $manuals; do install -m 0644 "$m" "$prefix/share/man/man1/"; done
+"$prefix/bin/ferry" --generate-completion-script bash > "$prefix/share/bash-completion/completions/ferry"
+"$prefix/bin/ferry" --generate-completion-script zsh > "$prefix/share/zsh/site-functions/_ferry"
+"$prefix/bin/ferry" --generate-completion-script fish > "$prefix/share/fish/vendor_completions.d/ferry.fish"
+sed "s|@BINDIR@|$prefix/bin|g" scripts/lib/ferry@.service > "$prefix/lib/systemd/user/ferry@.service"
+chmod 0644 "$prefix/lib/systemd/user/ferry@.service"
+mandb -q >/dev/null 2>&1 || true
+say "done: $("$prefix/bin/ferry" --version)"
+say "try: ferry init --sample ~/inventory && ferry -C ~/inventory status; man ferry"
+say "run at boot: systemctl --user enable --now ferry@\$(systemd-escape --path ~/inventory)"
