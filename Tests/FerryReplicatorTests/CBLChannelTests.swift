@@ -130,6 +130,32 @@ final class BLIPPeer: @unchecked Sendable {
         #expect(byNumber[6]?.properties["rev"] == "1-cc" && byNumber[7]?.properties["rev"] == "2-cc")
     }
 
+    /// A `rev` waiting for the blob the channel fetches to learn its SHA-256 holds back the
+    /// requests behind it, except the peer's own blob requests: the peer may be holding this
+    /// side's fetch behind a `rev` of its own that waits for them (found by the sync test,
+    /// when both sides pushed files at once).
+    @Test func aBlobRequestNeverWaitsBehindARevWaitingForABlob() async throws {
+        let (ours, theirs) = LoopbackTransport.pair()
+        let ours1 = (0..<100).map { UInt8($0) }
+        let aliases = InMemoryBlobDigestAliases()
+        aliases.record(sha1: CBLBlobDigest.of(ours1), sha256: BlobDigest.of(ours1))
+        let channel = CBLChannel(transport: ours, role: .active, localPeer: "laptop", database: "db", aliases: aliases, remotePeer: "desk")
+        let peer = BLIPPeer(theirs)
+        try peer.send(req("rev", ["id": "file::scan.bin", "rev": "1-ab", "sequence": "1"],
+                          #"{"file":{"@type":"blob","digest":"\#(CBLBlobDigest.of(Self.blob))","length":1024}}"#))
+        try peer.send(req("getAttachment", ["digest": CBLBlobDigest.of(ours1).description]))
+        let reading = Task { await channel.next() }
+        guard let fetch = try await peer.receive() else { Issue.record("no fetch"); return }
+        #expect(fetch.profile == "getAttachment")
+        guard case .request(let first)? = await reading.value else { Issue.record("nothing came out"); return }
+        #expect(first.request == .getAttachment(digest: BlobDigest.of(ours1)))
+        try peer.send(.response(to: fetch, body: Self.blob))
+        guard case .request(let second)? = await channel.next() else { Issue.record("the rev did not come out"); return }
+        #expect(second.request == .rev(doc: try DocumentID("scan.bin"), rev: try RevisionID("1-ab"), history: [], sequence: 1,
+                                       body: .blob(BlobReference(digest: BlobDigest.of(Self.blob), length: 1024, contentType: nil))))
+        await channel.close(code: 1000, reason: "done")
+    }
+
     /// What a session's requests become on the wire, and the peer's answers back.
     @Test func theSessionsRequestsGoOutAsCouchbaseLitesAndAnswersComeBack() async throws {
         let (ours, theirs) = LoopbackTransport.pair()

@@ -99,7 +99,14 @@ struct CBLChannelState {
             case .dropped:
                 arrivals.removeFirst()
             case .waiting:
-                return nil
+                // A blob request never waits behind a waiting `rev`: that `rev` may be waiting
+                // for the peer's answer to this side's own blob request, which the peer may hold
+                // behind its own waiting `rev` until this one is served (both sides pushing
+                // files at once would deadlock). It has no order to keep with revisions.
+                guard let i = arrivals.firstIndex(where: { if case .ready(.getAttachment) = $0.state { true } else { false } }) else { return nil }
+                let blob = arrivals.remove(at: i)
+                guard case .ready(let request) = blob.state else { return nil }
+                return IncomingRequest(handle: RequestHandle(number: Int(blob.number), noReply: blob.noReply), request: request, size: blob.size)
             case .ready(let request):
                 arrivals.removeFirst()
                 return IncomingRequest(handle: RequestHandle(number: Int(head.number), noReply: head.noReply), request: request, size: head.size)
