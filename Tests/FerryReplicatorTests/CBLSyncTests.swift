@@ -1,0 +1,160 @@
+import Foundation
+import Logging
+import Testing
+import FerryCore
+import FerryProtocol
+import FerryReplicator
+import FerryStore
+import FerryTesting
+
+/// Two ferry folders syncing through `CBLChannel` pairs (Couchbase Lite's protocol over
+/// BLIP, in memory): every scenario of the channel seam's test, converging as over ferry/1.
+@Suite struct CBLSyncTests {
+    let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A folder's aliases as the store will keep them: SHA-1s computed from its objects.
+    static func aliases(_ shared: SharedStore) -> InMemoryBlobDigestAliases {
+        let layout = shared.layout
+        return InMemoryBlobDigestAliases(bytesOf: { try? ObjectStore(layout: layout).read($0) })
+    }
+
+    /// One sync both ways, `a` active, over a fresh connection.
+    func sync(_ a: SharedStore, _ b: SharedStore, _ aliasesA: InMemoryBlobDigestAliases, _ aliasesB: InMemoryBlobDigestAliases) async throws -> ReplicationStats {
+        let (ta, tb) = LoopbackTransport.pair()
+        let active = CBLChannel(transport: ta, role: .active, localPeer: a.info.id, database: b.info.name, aliases: aliasesA, remotePeer: b.info.id)
+        let passive = CBLChannel(transport: tb, role: .passive, localPeer: b.info.id, database: b.info.name, aliases: aliasesB)
+        let client = PeerSession(channel: active, shared: a, logger: logger)
+        let server = PeerSession(channel: passive, shared: b, logger: logger)
+        async let serving: Void = server.run()
+        async let reading: Void = client.run()
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            await active.close(code: 4000, reason: "test timed out")
+        }
+        var outcome: Result<Void, Error> = .success(())
+        do {
+            try await client.open()
+            try await client.replicate(.both, continuous: false)
+        } catch {
+            outcome = .failure(error)
+        }
+        watchdog.cancel()
+        let stats = await client.stats
+        await client.close()
+        _ = await (serving, reading)
+        #expect(await server.remotePeer == a.info.id, "the passive side names the peer its checkpoints name")
+        try outcome.get()
+        return stats
+    }
+
+    func same(_ a: String, _ b: String, _ file: String) throws -> Bool {
+        let here = try Data(contentsOf: URL(fileURLWithPath: "\(a)/\(file)")), there = try Data(contentsOf: URL(fileURLWithPath: "\(b)/\(file)"))
+        if file.hasSuffix(".json") { return try JSONParser.parse(Array(here)) == JSONParser.parse(Array(there)) }
+        return here == there
+    }
+
+    func verify(_ folder: String) throws {
+        let verify = try FerryProcess.ferry(["verify"], in: folder)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+    }
+
+    @Test func twoFoldersSyncBothWaysOverCouchbaseLitesProtocol() async throws {
+        let tmp = TemporaryDirectory()
+        let laptop = tmp.appending("laptop"), desk = tmp.appending("desk")
+        #expect(try FerryProcess.ferry(["init", "--sample", laptop]).status == 0)
+        #expect(try FerryProcess.ferry(["init", desk]).status == 0)
+        try tmp.write("desk/notes/today.json", #"{"text": "buy apples"}"#)
+        try tmp.write("desk/gone.json", #"{"text": "to be deleted"}"#)
+        _ = try FerryProcess.shell("head -c 9000000 /dev/urandom > \(desk)/scan.bin")  // more than one blob window
+        #expect(try FerryProcess.ferry(["scan"], in: desk).status == 0)
+        let a = SharedStore(try FolderStore.open(at: laptop, writable: true))
+        let b = SharedStore(try FolderStore.open(at: desk, writable: true))
+        let aliasesA = Self.aliases(a), aliasesB = Self.aliases(b)
+
+        let first = try await sync(a, b, aliasesA, aliasesB)
+        #expect(first.revisionsSent >= 1 && first.revisionsReceived == 3 && first.blobsReceived == 1, "\(first)")
+        for file in ["samplelist.json", "notes/today.json", "scan.bin", "gone.json"] {
+            #expect(try same(laptop, desk, file), "\(file)")
+        }
+        // Every blob both sides hold now has both names.
+        #expect(aliasesA.count >= 1 && aliasesB.count >= 1)
+
+        // A deletion on one side, a conflicting edit of samplelist.json on both.
+        try FileManager.default.removeItem(atPath: "\(desk)/gone.json")
+        _ = try await b.perform { store in try store.ingest(try DocumentID("gone.json")) }
+        for (folder, shared, value) in [(laptop, a, 111), (desk, b, 222)] {
+            var list = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(folder)/samplelist.json")))).objectValue!
+            list["edited"] = .int(value)
+            try Data(JSONValue.object(list).prettyBytes).write(to: URL(fileURLWithPath: "\(folder)/samplelist.json"))
+            _ = try await shared.perform { store in try store.ingest(try DocumentID("samplelist.json")) }
+        }
+        _ = try await sync(a, b, aliasesA, aliasesB)
+        #expect(!FileManager.default.fileExists(atPath: "\(laptop)/gone.json"))
+        #expect(try same(laptop, desk, "samplelist.json"))
+        let merged = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(laptop)/samplelist.json"))))
+        #expect(merged["edited"]?.intValue == 111 || merged["edited"]?.intValue == 222)
+        // Converged: the same revisions on both sides, and a further sync moves nothing.
+        let revs = "jq -r '.rev' .ferry/revs.log | sort -u"
+        #expect(try FerryProcess.shell(revs, in: laptop).stdout == FerryProcess.shell(revs, in: desk).stdout)
+        let again = try await sync(a, b, aliasesA, aliasesB)
+        #expect(again.revisionsSent == 0 && again.revisionsReceived == 0, "\(again)")
+        for folder in [laptop, desk] { try verify(folder) }
+        // The revisions pulled over the channel name the peer as their origin.
+        let origins = try FerryProcess.shell("jq -r 'select(.doc == \"scan.bin\") | .origin' \(laptop)/.ferry/revs.log")
+        #expect(origins.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == b.info.id, "\(origins.stdout)")
+        let pushed = try FerryProcess.shell("jq -r 'select(.doc == \"samplelist.json\" and .origin != \"local\") | .origin' \(desk)/.ferry/revs.log | sort -u")
+        #expect(pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").allSatisfy { $0 == a.info.id }, "\(pushed.stdout)")
+    }
+
+    /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and
+    /// nothing written; what a path cannot hold is escaped inside the folder, never outside.
+    @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("desk")
+        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
+        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
+        let (ours, theirs) = LoopbackTransport.pair()
+        var limits = CBLLimits()
+        limits.maxBodyBytes = 1 << 16
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared), limits: limits)
+        let session = PeerSession(channel: channel, shared: shared, logger: logger)
+        async let serving: Void = session.run()
+        let peer = BLIPPeer(theirs)
+        func rev(_ id: String, _ rev: String, history: String? = nil, _ body: String) throws -> UInt64 {
+            var properties: BLIPProperties = ["id": id, "rev": rev, "sequence": "1"]
+            if let history { properties["history"] = history }
+            return try peer.send(.request(profile: "rev", properties: properties, body: Array(body.utf8)))
+        }
+        let good = "1-52c4e4f222e3484064ad05da9d859ae2d29b88fd"
+        var refused: [UInt64: String] = [:]
+        refused[try rev(String(repeating: "x", count: 300), good, "{}")] = "long segment"
+        refused[try rev("big", good, #"{"pad":""# + String(repeating: "x", count: 70_000) + #""}"#)] = "oversized body"
+        refused[try rev("liar", "5-aa", history: "1-bb", "{}")] = "history that skips generations"
+        refused[try rev("file::../x.json", good, #"{"file":{"@type":"blob","digest":"sha1-WwBmnEgNXP+9+ovbqZVhFg8tG3c=","length":1024},"extra":1}"#)] = "file body with more than its blob"
+        let traversal = try rev("../../outside", good, #"{"v":1}"#)
+        let ferryDir = try rev(".ferry/config", good, #"{"v":2}"#)
+        var answers: [UInt64: BLIPMessage] = [:]
+        while answers.count < refused.count + 2, let reply = try await peer.receive() {
+            if reply.type == .request {
+                // The file document's blob: the channel asks for it to learn its SHA-256.
+                try peer.send(.response(to: reply, body: (0..<1024).map { UInt8($0 % 256) }))
+                continue
+            }
+            answers[reply.number] = reply
+        }
+        await channel.close(code: 1000, reason: "done")
+        await serving
+        for (number, why) in refused {
+            #expect(answers[number]?.errorReply?.code == 400, "\(why): \(String(describing: answers[number]))")
+        }
+        #expect(answers[traversal]?.type == .response && answers[ferryDir]?.type == .response)
+        // Escaped, inside the folder: nothing outside it, nothing in .ferry/.
+        #expect(!FileManager.default.fileExists(atPath: tmp.appending("outside.json")))
+        #expect(FileManager.default.fileExists(atPath: "\(folder)/%2E%2E/%2E%2E/outside.json"))
+        #expect(FileManager.default.fileExists(atPath: "\(folder)/%2Eferry/config.json"))
+        #expect(!FileManager.default.fileExists(atPath: "\(folder)/.ferry/config.json"))
+        let listed = try FerryProcess.shell("jq -r .doc .ferry/revs.log | sort -u", in: folder).stdout
+        #expect(listed == "%2E%2E/%2E%2E/outside.json\n%2Eferry/config.json\n", "\(listed)")
+        try verify(folder)
+    }
+}
