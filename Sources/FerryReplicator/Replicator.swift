@@ -160,7 +160,7 @@ public final class Replicator: Sendable {
     /// ends first (always, for a continuous one).
     private func runSession(on transport: MessageTransport, opened: () -> Void) async throws {
         let session = PeerSession(transport: transport, shared: shared, role: .active,
-                                  remoteDatabase: configuration.remoteDatabase,
+                                  remoteDatabase: configuration.remoteDatabase, remoteURL: configuration.url,
                                   features: configuration.deltaSync ? [ProtocolFeature.delta] : [], logger: logger) { [weak self] stats in
             self?.progress(stats)
         }

@@ -6,14 +6,18 @@ import Testing
 /// Two or three folders kept in sync by separate `ferry` processes over 127.0.0.1: the
 /// listener (`serve`), the replicator (`serve --peer`, `sync`), the wire protocol between them.
 @Suite(.serialized) struct SyncTests {
+    /// Each scenario runs once per wire protocol: `ferry-1`, and Couchbase Lite's BLIP
+    /// (`--protocol cbl`, ferry at both ends), so both sit behind the same replication logic.
+    static let wires = ["ferry", "cbl"]
+
     /// `ferry serve` on 127.0.0.1 with a free port (or `port`), plus `extra` arguments.
     func serve(_ folder: String, port: Int = 0, _ extra: [String] = []) throws -> RunningAgent {
         try RunningAgent(folder: folder, arguments: ["--interface", "127.0.0.1", "--port", "\(port)", "--tls", "off"] + extra)
     }
 
     /// `ferry serve` replicating continuously with `url` (and listening too, unless told not to).
-    func peer(_ folder: String, with url: String, _ extra: [String] = ["--no-listen"]) throws -> RunningAgent {
-        try RunningAgent(folder: folder, arguments: extra + ["--peer", url, "--max-attempt-wait", "0.5"])
+    func peer(_ folder: String, with url: String, _ extra: [String] = ["--no-listen"], wire: String = "auto") throws -> RunningAgent {
+        try RunningAgent(folder: folder, arguments: extra + ["--peer", url, "--max-attempt-wait", "0.5", "--protocol", wire])
     }
 
     func initFolder(_ path: String, sample: Bool = false, name: String = "inventory") throws {
@@ -57,7 +61,7 @@ import Testing
         return false
     }
 
-    @Test func aOneShotPullOfTheSampleGivesIdenticalDocumentsAndEveryBlob() async throws {
+    @Test(arguments: SyncTests.wires) func aOneShotPullOfTheSampleGivesIdenticalDocumentsAndEveryBlob(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
@@ -65,7 +69,7 @@ import Testing
             try initFolder(b)
             let listener = try serve(a)
             let url = try #require(listener.url)
-            let sync = try FerryProcess.ferry(["sync", url, "--pull"], in: b)
+            let sync = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--pull"], in: b)
             #expect(sync.status == 0, "\(sync.stderr)")
             #expect(sync.stdout.contains("received 1"), "\(sync.stdout)")
             let same = try FerryProcess.shell("diff <(jq -S . a/samplelist.json) <(jq -S . b/samplelist.json)", in: tmp.path)
@@ -79,7 +83,7 @@ import Testing
             #expect(eventually { RevisionLogReader.lines(a).count == 2 })
             let c = tmp.appending("c")
             try initFolder(c)
-            let filtered = try FerryProcess.ferry(["sync", url, "--pull", "--doc-id", "notes.json"], in: c)
+            let filtered = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--pull", "--doc-id", "notes.json"], in: c)
             #expect(filtered.status == 0, "\(filtered.stderr)")
             #expect(FolderComparison.files(c) == ["notes.json"])
             listener.stop()
@@ -87,14 +91,14 @@ import Testing
         }
     }
 
-    @Test func continuousBothWaysCarriesEditsNewDocumentsAndDeletions() async throws {
+    @Test(arguments: SyncTests.wires) func continuousBothWaysCarriesEditsNewDocumentsAndDeletions(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
             try initFolder(a, sample: true)
             try initFolder(b)
             let listener = try serve(a)
-            let replicator = try peer(b, with: try #require(listener.url))
+            let replicator = try peer(b, with: try #require(listener.url), wire: wire)
             #expect(converged(a, b).isEmpty)
 
             // An edit on the listener's side (sed -i), a new document on the replicator's (cp).
@@ -231,7 +235,7 @@ import Testing
         }
     }
 
-    @Test func concurrentOfflineEditsMergeAndTheLogsStopGrowing() async throws {
+    @Test(arguments: SyncTests.wires) func concurrentOfflineEditsMergeAndTheLogsStopGrowing(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
@@ -239,7 +243,7 @@ import Testing
             try initFolder(b)
             let listener = try serve(a)
             let url = try #require(listener.url)
-            #expect(try FerryProcess.ferry(["sync", url], in: b).status == 0)
+            #expect(try FerryProcess.ferry(["sync", "--protocol", wire, url], in: b).status == 0)
             // The link is down (no replicator runs): different items on both sides, and the same
             // item differently.
             func edit(_ folder: String, _ script: String) throws {
@@ -250,7 +254,7 @@ import Testing
             #expect(RevisionLogReader.wait(a, count: 2).count == 2)
             try edit(b, "items['Bananas']['value']=222; items['Cherries']['value']=2")
             // The link returns.
-            let replicator = try peer(b, with: url)
+            let replicator = try peer(b, with: url, wire: wire)
             #expect(logsSettle([a, b]))
             let fileA = try Data(contentsOf: URL(fileURLWithPath: a + "/samplelist.json"))
             let fileB = try Data(contentsOf: URL(fileURLWithPath: b + "/samplelist.json"))
@@ -273,7 +277,7 @@ import Testing
         }
     }
 
-    @Test func threeFoldersInAChainAndInAStarConverge() async throws {
+    @Test(arguments: SyncTests.wires) func threeFoldersInAChainAndInAStarConverge(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             // Chain: c → b → a (each replicates with the next; b also listens).
@@ -282,8 +286,8 @@ import Testing
             try initFolder(b)
             try initFolder(c)
             let la = try serve(a)
-            let lb = try peer(b, with: try #require(la.url), ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"])
-            let lc = try peer(c, with: try #require(lb.url))
+            let lb = try peer(b, with: try #require(la.url), ["--interface", "127.0.0.1", "--port", "0", "--tls", "off"], wire: wire)
+            let lc = try peer(c, with: try #require(lb.url), wire: wire)
             #expect(converged(a, c).isEmpty)
             try tmp.write("c/from-c.json", #"{"hop": 2}"#)
             #expect(eventually { FileManager.default.fileExists(atPath: a + "/from-c.json") })
@@ -298,8 +302,8 @@ import Testing
             try initFolder(y, sample: true)
             try initFolder(z)
             let lx = try serve(x)
-            let ly = try peer(y, with: try #require(lx.url))
-            let lz = try peer(z, with: try #require(lx.url))
+            let ly = try peer(y, with: try #require(lx.url), wire: wire)
+            let lz = try peer(z, with: try #require(lx.url), wire: wire)
             #expect(converged(y, z).isEmpty)
             try tmp.write("z/from-z.json", #"{"spoke": "z"}"#)
             #expect(eventually { FileManager.default.fileExists(atPath: y + "/from-z.json") })
@@ -308,7 +312,7 @@ import Testing
         }
     }
 
-    @Test func aStoppedListenerMakesPeersOfflineAndTheyResumeFromTheirCheckpoints() async throws {
+    @Test(arguments: SyncTests.wires) func aStoppedListenerMakesPeersOfflineAndTheyResumeFromTheirCheckpoints(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
@@ -317,7 +321,7 @@ import Testing
             var listener = try serve(a)
             let url = try #require(listener.url)
             let port = try #require(url.split(separator: ":").last?.split(separator: "/").first.flatMap { Int($0) })
-            let replicator = try peer(b, with: url)
+            let replicator = try peer(b, with: url, wire: wire)
             #expect(converged(a, b).isEmpty)
             try tmp.write("b/first.json", #"{"n": 1}"#)
             #expect(eventually { FileManager.default.fileExists(atPath: a + "/first.json") })
@@ -350,7 +354,7 @@ import Testing
         }
     }
 
-    @Test func wrongPasswordsReadOnlyListenersAndHostileClientsAreRefused() async throws {
+    @Test(arguments: SyncTests.wires) func wrongPasswordsReadOnlyListenersAndHostileClientsAreRefused(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
@@ -362,23 +366,23 @@ import Testing
             try "wrong\n".write(toFile: tmp.appending("bad"), atomically: true, encoding: .utf8)
             try "password\n".write(toFile: tmp.appending("good"), atomically: true, encoding: .utf8)
 
-            let wrong = try FerryProcess.ferry(["sync", url, "--user", "bob", "--password-file", tmp.appending("bad")], in: b)
+            let wrong = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--user", "bob", "--password-file", tmp.appending("bad")], in: b)
             #expect(wrong.status == 3, "\(wrong.stderr)")
             #expect(wrong.stderr.contains("401"), "\(wrong.stderr)")
-            let none = try FerryProcess.ferry(["sync", url], in: b)
+            let none = try FerryProcess.ferry(["sync", "--protocol", wire, url], in: b)
             #expect(none.status == 3, "\(none.stderr)")
 
-            let push = try FerryProcess.ferry(["sync", url, "--push", "--user", "bob", "--password-file", tmp.appending("good")], in: b,
+            let push = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--push", "--user", "bob", "--password-file", tmp.appending("good")], in: b,
                                               environment: [:])
             // b has nothing to push yet: a push of nothing is not refused; give it something.
             #expect(push.status == 0, "\(push.stderr)")
             try tmp.write("b/mine.json", #"{"mine": true}"#)
-            let refused = try FerryProcess.ferry(["sync", url, "--push", "--user", "bob"], in: b, environment: ["FERRY_PASSWORD": "password"])
+            let refused = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--push", "--user", "bob"], in: b, environment: ["FERRY_PASSWORD": "password"])
             #expect(refused.status == 1, "\(refused.stderr)")
             #expect(refused.stderr.contains("read-only"), "\(refused.stderr)")
             #expect(!FileManager.default.fileExists(atPath: a + "/mine.json"))
             // Pulling from a read-only listener works.
-            let pull = try FerryProcess.ferry(["sync", url, "--pull", "--user", "bob"], in: b, environment: ["FERRY_PASSWORD": "password"])
+            let pull = try FerryProcess.ferry(["sync", "--protocol", wire, url, "--pull", "--user", "bob"], in: b, environment: ["FERRY_PASSWORD": "password"])
             #expect(pull.status == 0, "\(pull.stderr)")
             #expect(FileManager.default.fileExists(atPath: b + "/samplelist.json"))
             listener.stop()
@@ -425,7 +429,7 @@ import Testing
         }
     }
 
-    @Test func killingEitherSideMidTransferOf10000DocumentsLosesAndDuplicatesNothing() async throws {
+    @Test(arguments: SyncTests.wires) func killingEitherSideMidTransferOf10000DocumentsLosesAndDuplicatesNothing(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let a = tmp.appending("a"), b = tmp.appending("b")
@@ -447,12 +451,12 @@ import Testing
             var listener = try serve(a)
             let url = try #require(listener.url)
             let port = try #require(url.split(separator: ":").last?.split(separator: "/").first.flatMap { Int($0) })
-            var replicator = try peer(b, with: url)
+            var replicator = try peer(b, with: url, wire: wire)
             #expect(eventually(60) { lineCount(b) >= 2_000 })
             replicator.kill9()
             #expect(unparseableDocuments(b).isEmpty, "a half-written document is visible after kill -9")
             var partial = FolderComparison.partialFiles(b)
-            replicator = try peer(b, with: url)
+            replicator = try peer(b, with: url, wire: wire)
             #expect(eventually(60) { lineCount(b) >= 5_000 })
             listener.kill9()
             #expect(unparseableDocuments(b).isEmpty, "a half-written document is visible after the sender's kill -9")

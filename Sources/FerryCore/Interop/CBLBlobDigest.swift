@@ -41,4 +41,18 @@ public struct CBLBlobDigest: Hashable, Sendable, CustomStringConvertible {
 
     /// `sha1-<base64>`.
     public var description: String { "sha1-" + Data(bytes).base64EncodedString() }
+
+    /// A SHA-1 computed piece by piece (a large object is read in chunks, never whole).
+    public struct Hasher {
+        private var sha1 = Insecure.SHA1()
+
+        /// An empty hash.
+        public init() {}
+
+        /// Hashes the next bytes.
+        public mutating func update(_ bytes: UnsafeRawBufferPointer) { sha1.update(bufferPointer: bytes) }
+
+        /// The digest of everything hashed.
+        public func finalize() -> CBLBlobDigest { CBLBlobDigest(bytes: Array(sha1.finalize()))! }
+    }
 }

@@ -42,6 +42,12 @@ public enum CBLPeerID {
         return "cbl-" + BlobDigest.of(Array(client.utf8)).hex.prefix(32)
     }
 
+    /// The peer id of the listener at `url`, for the active side (a Couchbase Lite listener
+    /// has no id it tells): `cbl-` and 32 hex digits of the URL's SHA-256.
+    public static func from(url: String) -> String {
+        "cbl-" + BlobDigest.of(Array(url.utf8)).hex.prefix(32)
+    }
+
     /// ferry's rule for peer ids (docs/protocol.md, `hello`): 1 to 64 letters, digits, `-`,
     /// `_`, `.`, and not `local`.
     public static func isValid(_ id: String) -> Bool {

@@ -59,10 +59,19 @@ public actor PeerSession {
     /// `features` are those this side offers in `hello` (`ProtocolFeature`); those both sides
     /// offer are used.
     public init(transport: MessageTransport, shared: SharedStore, role: ConnectionStateMachine.Role,
-                remoteDatabase: String? = nil, readOnly: Bool = false, features: [String] = [], logger: Logger,
+                remoteDatabase: String? = nil, remoteURL: String? = nil, readOnly: Bool = false, features: [String] = [], logger: Logger,
                 onProgress: (@Sendable (ReplicationStats) -> Void)? = nil) {
         let database = role == .active ? (remoteDatabase ?? shared.info.name) : shared.info.name
-        let channel = Ferry1Channel(transport: transport, role: role, localPeer: shared.info.id, database: database, features: features)
+        let channel: ReplicationChannel
+        switch transport.wireFormat {
+        case .ferry1:
+            channel = Ferry1Channel(transport: transport, role: role, localPeer: shared.info.id, database: database, features: features)
+        case .cbMobile:
+            // Couchbase Lite's protocol names no peer: the active side names its listener by URL,
+            // the passive side learns its client's id from the first checkpoint request.
+            channel = CBLChannel(transport: transport, role: role, localPeer: shared.info.id, database: database,
+                                 aliases: shared.blobAliases, remotePeer: remoteURL.map(CBLPeerID.from(url:)))
+        }
         self.init(channel: channel, shared: shared, readOnly: readOnly, logger: logger, onProgress: onProgress)
     }
 

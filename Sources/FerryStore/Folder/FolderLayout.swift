@@ -28,6 +28,9 @@ public struct FolderLayout: Sendable {
     public var lockFile: String { stateDirectory + "/lock" }
     /// `.ferry/statcache`: file fingerprints as last recorded (a hint for scans).
     public var statCacheFile: String { stateDirectory + "/statcache" }
+    /// `.ferry/blob-aliases`: the SHA-1 name Couchbase Lite gives each blob it shared with this
+    /// folder, one JSON line per blob (`BlobAliasFile`).
+    public var blobAliasesFile: String { stateDirectory + "/blob-aliases" }
     /// `.ferryignore`.
     public var ignoreFile: String { root + "/.ferryignore" }
 

@@ -15,6 +15,8 @@ public actor SharedStore {
     public nonisolated let info: FolderInfo
     /// The folder's paths (immutable).
     public nonisolated let layout: FolderLayout
+    /// The SHA-1 names Couchbase Lite peers give this folder's blobs, one table for every session.
+    public nonisolated let blobAliases: BlobAliasFile
     private var subscribers: [Int: AsyncStream<Int>.Continuation] = [:]
     private var nextSubscriber = 0
     private var publishedSequence: Int
@@ -35,6 +37,7 @@ public actor SharedStore {
         precondition(store.isWritable, "a shared store is the folder's writer")
         self.info = store.info
         self.layout = store.layout
+        self.blobAliases = BlobAliasFile(layout: store.layout)
         self.publishedSequence = store.index.lastSeq
         self.fileWorker = store.fileWorker
         self.store = store
