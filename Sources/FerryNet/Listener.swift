@@ -423,6 +423,9 @@ final class LoginGuard: Sendable {
         let eventLoop = channel.eventLoop
         guard let check, let pool else { return eventLoop.makeSucceededFuture(true) }
         if let recentlyVerified, recentlyVerified(user, password) { return eventLoop.makeSucceededFuture(true) }
+        // No credentials at all is how Couchbase Lite asks for the challenge (it sends them only
+        // after a 401): refused at once, not checked, not counted or logged as a failed login.
+        if user == nil && password == nil { return eventLoop.makeSucceededFuture(false) }
         let answered = eventLoop.makePromise(of: Void.self)
         let previous = addresses.withLockedValue { a -> EventLoopFuture<Void>? in
             let now = NIODeadline.now()

@@ -100,13 +100,19 @@ public final class Replicator: Sendable {
     @discardableResult
     public func run() async throws -> ReplicationStats {
         var failures = 0
+        var rounds = 1
         while true {
             set { $0.activity = .connecting; $0.retryInSeconds = nil }
             var opened = false
             do {
                 try Task.checkCancellation()
                 let transport = try await connect()
-                try await runSession(on: transport) { opened = true }
+                // A round per connection when the peer serves one subscription per connection.
+                if try await runSession(on: transport, opened: { opened = true }), rounds < PeerSession.maxRounds {
+                    rounds += 1
+                    failures = 0
+                    continue
+                }
                 set { $0.activity = .stopped; $0.lastError = nil }
                 return status.totals
             } catch {
@@ -156,9 +162,9 @@ public final class Replicator: Sendable {
     }
 
     /// One connection: hello, then the replication, while the session's loop reads the
-    /// transport. Returns when a one-shot replication is done; throws when the connection
-    /// ends first (always, for a continuous one).
-    private func runSession(on transport: MessageTransport, opened: () -> Void) async throws {
+    /// transport. Returns when a one-shot replication is done, true if it wants another round
+    /// on a new connection; throws when the connection ends first (always, for a continuous one).
+    private func runSession(on transport: MessageTransport, opened: () -> Void) async throws -> Bool {
         let session = PeerSession(transport: transport, shared: shared, role: .active,
                                   remoteDatabase: configuration.remoteDatabase, remoteURL: configuration.url,
                                   features: configuration.deltaSync ? [ProtocolFeature.delta] : [], logger: logger) { [weak self] stats in
@@ -175,6 +181,7 @@ public final class Replicator: Sendable {
             throw error
         }
         progress(await session.stats)
+        return await session.wantsAnotherRound
     }
 
     private func runSession(_ session: PeerSession, _ configuration: ReplicatorConfiguration, opened: () -> Void) async throws {

@@ -35,6 +35,10 @@ public final class CBLChannel: ReplicationChannel {
                                       remotePeer: remotePeer))
     }
 
+    /// Couchbase Lite's passive side answers a second `subChanges` on a connection without
+    /// ever sending its changes (seen against LiteCore 3.0), so each round gets a connection.
+    public var resubscribes: Bool { false }
+
     /// This side's role.
     public let role: Role
     /// This side's peer id.

@@ -46,6 +46,15 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     var closeDescription: String? { get }
     /// Message bytes sent and received so far (payloads, without framing or TLS).
     var traffic: ChannelTraffic { get }
+    /// True when the peer answers a second `subChanges` on the same connection (ferry does;
+    /// Couchbase Lite's passive side serves one subscription per connection, so a later
+    /// round of a one-shot replication needs a new connection).
+    var resubscribes: Bool { get }
+}
+
+extension ReplicationChannel {
+    /// ferry's own channels re-subscribe.
+    public var resubscribes: Bool { true }
 }
 
 /// Something the peer did that the replication logic must handle.

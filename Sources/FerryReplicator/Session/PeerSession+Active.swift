@@ -24,7 +24,9 @@ extension PeerSession {
     /// were not in its answer to the pull). The next round carries them; the one after finds
     /// both sides with the same revisions, so it moves nothing.
     public func replicate(_ direction: ReplicationDirection, continuous: Bool, docIDs: [DocumentID]? = nil) async throws {
-        for _ in 0..<(continuous || direction != .both ? 1 : Self.maxRounds) {
+        wantsAnotherRound = false
+        let rounds = continuous || direction != .both ? 1 : (channel.resubscribes ? Self.maxRounds : 1)
+        for _ in 0..<rounds {
             let before = stats.revisionsWanted
             try await withThrowingTaskGroup(of: Void.self) { group in
                 if direction.pulls { group.addTask { try await self.pull(continuous: continuous, docIDs: docIDs) } }
@@ -33,6 +35,8 @@ extension PeerSession {
             }
             if stats.revisionsWanted == before { return }
         }
+        // A peer that serves one subscription per connection: the next round needs a new one.
+        wantsAnotherRound = rounds == 1 && !continuous && direction == .both
     }
 
     /// Pulls everything the peer has that this folder lacks, once; keeps checkpoints on both

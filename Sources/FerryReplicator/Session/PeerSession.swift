@@ -18,6 +18,9 @@ public actor PeerSession {
     let objects: ObjectStore
     let logger: Logger
     var caughtUpWaiter: AsyncStream<Int>.Continuation?
+    /// True when a one-shot replication's round moved something but the channel cannot hold
+    /// another round (`ReplicationChannel.resubscribes`): the replicator connects again for it.
+    public internal(set) var wantsAnotherRound = false
     /// Revisions received and waiting for the drain task.
     var inbox: [ReceivedRevision] = []
     /// What the peer's requests hold here, bounded (`RequestBudget`).
