@@ -28,7 +28,8 @@ import Testing
 
     func port(_ url: String) -> Int? { url.split(separator: ":").last?.split(separator: "/").first.flatMap { Int($0) } }
 
-    @Test func theFourRecommendedCombinationsSyncTheSample() async throws {
+    /// Over `ferry-1` and over Couchbase Lite's BLIP (`--protocol cbl`): TLS is below both.
+    @Test(arguments: SyncTests.wires) func theFourRecommendedCombinationsSyncTheSample(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let cases: [(name: String, serve: [String], setup: [[String]], client: [String])] = [
@@ -49,7 +50,7 @@ import Testing
                 let listener = try serve(a, _extra: c.serve)
                 let url = try #require(listener.url)
                 #expect(url.hasPrefix(c.name == "off" ? "ws://" : "wss://"), "\(url)")
-                let r = try pull(url, into: b, c.client)
+                let r = try pull(url, into: b, ["--protocol", wire] + c.client)
                 #expect(r.status == 0, "\(c.name): \(r.stderr)")
                 #expect(try sameList(a, b), "\(c.name)")
                 listener.stop()
@@ -147,7 +148,8 @@ import Testing
         }
     }
 
-    @Test func clientCertificatesSignedByTheClientCAAreAcceptedOthersAndNoneRefused() async throws {
+    /// Over `ferry-1` and over Couchbase Lite's BLIP (`--protocol cbl`): TLS is below both.
+    @Test(arguments: SyncTests.wires) func clientCertificatesSignedByTheClientCAAreAcceptedOthersAndNoneRefused(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
             let made = try FerryProcess.shell("""
@@ -167,12 +169,12 @@ import Testing
             let listener = try serve(a, _extra: ["--client-ca", tmp.appending("ca.pem")])
             let url = try #require(listener.url)
             let env = ["FERRY_CLIENT_IDENTITY_PASSWORD": "secret"]
-            let signed = try pull(url, into: tmp.appending("b1"), ["--accept-self-signed", "--client-identity", tmp.appending("client.p12")], environment: env)
+            let signed = try pull(url, into: tmp.appending("b1"), ["--protocol", wire, "--accept-self-signed", "--client-identity", tmp.appending("client.p12")], environment: env)
             #expect(signed.status == 0, "\(signed.stderr)")
             #expect(try sameList(a, tmp.appending("b1")))
-            let rogue = try pull(url, into: tmp.appending("b2"), ["--accept-self-signed", "--client-identity", tmp.appending("rogue.p12")], environment: env)
+            let rogue = try pull(url, into: tmp.appending("b2"), ["--protocol", wire, "--accept-self-signed", "--client-identity", tmp.appending("rogue.p12")], environment: env)
             #expect(rogue.status == 3, "\(rogue.stderr)")
-            let none = try pull(url, into: tmp.appending("b3"), ["--accept-self-signed"])
+            let none = try pull(url, into: tmp.appending("b3"), ["--protocol", wire, "--accept-self-signed"])
             #expect(none.status == 3, "\(none.stderr)")
             #expect(!FileManager.default.fileExists(atPath: tmp.appending("b2/samplelist.json")))
             #expect(!FileManager.default.fileExists(atPath: tmp.appending("b3/samplelist.json")))

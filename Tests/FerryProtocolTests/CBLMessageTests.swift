@@ -176,9 +176,14 @@ import FerryCore
     @Test func unknownProfilesAndProofsGetERRs() {
         #expect(refusal(request("fooBar")) == BLIPErrorReply(domain: "BLIP", code: 404, message: "no handler for fooBar"))
         #expect(refusal(BLIPMessage(type: .request, number: 1))?.code == 404)
-        #expect(refusal(request("proveAttachment", ["digest": "sha1-WwBmnEgNXP+9+ovbqZVhFg8tG3c="], "nonce"))?.code == 501)
+        #expect(refusal(request("proveAttachment", ["digest": "sha1-WwBmnEgNXP+9+ovbqZVhFg8tG3c="]))?.code == 400)
+        guard case let .attachment(_, _, _, nonce) = CBLRequestDecoding.decode(
+            request("proveAttachment", ["digest": "sha1-WwBmnEgNXP+9+ovbqZVhFg8tG3c="], "nonce"), limits: limits) else {
+            Issue.record("proveAttachment not decoded"); return
+        }
+        #expect(nonce == Array("nonce".utf8))
         #expect(refusal(request("getAttachment", ["digest": "sha256-00"]))?.code == 400)
-        guard case let .attachment(sha1, docID, compress) = CBLRequestDecoding.decode(request("getAttachment", ["digest": "sha1-FILoXnR+tonJTnf/ToSQdISemec=", "compress": "true"]), limits: limits) else {
+        guard case let .attachment(sha1, docID, compress, nil) = CBLRequestDecoding.decode(request("getAttachment", ["digest": "sha1-FILoXnR+tonJTnf/ToSQdISemec=", "compress": "true"]), limits: limits) else {
             Issue.record("getAttachment not decoded"); return
         }
         #expect(sha1.description == "sha1-FILoXnR+tonJTnf/ToSQdISemec=" && docID == nil && compress)

@@ -205,4 +205,32 @@ final class BLIPPeer: @unchecked Sendable {
         await channel.close(code: 1000, reason: "done")
         #expect(await reading.value == nil)
     }
+
+    /// Sync Gateway's `proveAttachment`: the session serves the blob as for `getAttachment`, and
+    /// the reply carries the proof (SHA-1 of the nonce's length byte, the nonce and the blob;
+    /// the expected value computed with Python's hashlib), never the bytes.
+    @Test func aProofOfABlobIsItsNonceDigestNotItsBytes() async throws {
+        let (ours, theirs) = LoopbackTransport.pair()
+        let aliases = InMemoryBlobDigestAliases()
+        aliases.record(sha1: CBLBlobDigest.of(Self.blob), sha256: BlobDigest.of(Self.blob))
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: "laptop", database: "db", aliases: aliases)
+        let peer = BLIPPeer(theirs)
+        try peer.send(req("proveAttachment", ["digest": CBLBlobDigest.of(Self.blob).description], "0123456789abcdef"))
+        guard case .request(let asked)? = await channel.next() else { Issue.record("nothing came out"); return }
+        #expect(asked.request == .getAttachment(digest: BlobDigest.of(Self.blob)))
+        // Reading drives the connection (ACKs, refusals): a task keeps reading, as the session does.
+        let reading = Task { while await channel.next() != nil {} }
+        _ = channel.respond(to: asked.handle, with: .attachment(length: Self.blob.count))
+        _ = channel.sendBlobPart(to: asked.handle, Self.blob[...], isLast: true)
+        guard let proof = try await peer.receive() else { Issue.record("no reply"); return }
+        #expect(proof.type == .response && String(decoding: proof.body, as: UTF8.self) == "sha1-wf8iQ9GamUn4yVvdYovh5AgnHcc=")
+        // No nonce, or one over 255 bytes: BLIP 400, and the session sees nothing.
+        for nonce in ["", String(repeating: "n", count: 256)] {
+            try peer.send(req("proveAttachment", ["digest": CBLBlobDigest.of(Self.blob).description], nonce))
+            guard let err = try await peer.receive() else { Issue.record("no reply"); return }
+            #expect(err.errorReply?.domain == "BLIP" && err.errorReply?.code == 400)
+        }
+        await channel.close(code: 1000, reason: "done")
+        await reading.value
+    }
 }

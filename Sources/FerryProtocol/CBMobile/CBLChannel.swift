@@ -111,12 +111,12 @@ public final class CBLChannel: ReplicationChannel {
             s.learnPeer(from: request)
             if !noReply { s.answering[number] = CBLAnswering(urgent: urgent, kept: kept, total: total) }
             s.arrivals.append(CBLArrival(number: number, noReply: noReply, size: size, state: .ready(request)))
-        case let .attachment(sha1, _, compress):
+        case let .attachment(sha1, _, compress, proofNonce):
             guard let sha256 = aliases.sha256(for: sha1) else {
                 return refuse(CBLResponses.error(status: 404, message: "no blob \(sha1)"))
             }
             s.learnPeer(from: nil)
-            s.answering[number] = CBLAnswering(urgent: urgent, kept: nil, total: 0, blob: CBLBlobReply(compress: compress))
+            s.answering[number] = CBLAnswering(urgent: urgent, kept: nil, total: 0, blob: CBLBlobReply(compress: compress, proofNonce: proofNonce))
             s.arrivals.append(CBLArrival(number: number, noReply: noReply, size: size,
                                          state: .ready(.getAttachment(digest: sha256, offset: 0, length: nil))))
         case .rev(let rev):
@@ -360,7 +360,7 @@ public final class CBLChannel: ReplicationChannel {
             s.answering[number] = nil
             var flags: BLIPFrameFlags = answering.urgent ? [.urgent] : []
             if blob.compress { flags.insert(.compressed) }
-            return queue(BLIPMessage(type: .response, number: number, flags: flags, body: blob.bytes), &s).write
+            return queue(BLIPMessage(type: .response, number: number, flags: flags, body: blob.replyBody), &s).write
         }
     }
 

@@ -29,8 +29,24 @@ struct CBLBlobReply {
     var compress: Bool
     var expected: Int?
     var bytes: [UInt8] = []
+    /// For `proveAttachment`: the peer's nonce; the reply is the proof instead of the bytes.
+    var proofNonce: [UInt8]?
 
-    init(compress: Bool) { self.compress = compress }
+    init(compress: Bool, proofNonce: [UInt8]? = nil) {
+        self.compress = compress
+        self.proofNonce = proofNonce
+    }
+
+    /// The reply's body: the bytes, or the proof that this side holds them (Couchbase Mobile's
+    /// `proveAttachment`: `sha1-` and the base64 of the SHA-1 of the nonce's length as one
+    /// byte, the nonce, and the blob).
+    var replyBody: [UInt8] {
+        guard let nonce = proofNonce else { return bytes }
+        var sha1 = CBLBlobDigest.Hasher()
+        ([UInt8(nonce.count)] + nonce).withUnsafeBytes { sha1.update($0) }
+        bytes.withUnsafeBytes { sha1.update($0) }
+        return Array(sha1.finalize().description.utf8)
+    }
 }
 
 /// A `getAttachment` of the session's: the blob under both names and the window asked.

@@ -39,8 +39,9 @@ enum CBLIncoming: Sendable {
     case request(Request, kept: [Int]?, total: Int)
     /// A `rev`, whose blob digests still have to be translated.
     case rev(CBLIncomingRev)
-    /// `getAttachment` for the blob Couchbase Lite calls `sha1`.
-    case attachment(sha1: CBLBlobDigest, docID: String?, compress: Bool)
+    /// `getAttachment` for the blob Couchbase Lite calls `sha1`, or `proveAttachment` (with its
+    /// nonce): the answer is then the proof, not the bytes.
+    case attachment(sha1: CBLBlobDigest, docID: String?, compress: Bool, proofNonce: [UInt8]? = nil)
     /// Refused: the ERR to answer.
     case refused(BLIPErrorReply)
 }
@@ -49,8 +50,7 @@ enum CBLIncoming: Sendable {
 enum CBLRequestDecoding {
     static func bad(_ message: String) -> CBLIncoming { .refused(BLIPErrorReply(domain: "BLIP", code: 400, message: message)) }
 
-    /// Decodes and checks one request. Unknown profiles get BLIP 404, `proveAttachment` BLIP
-    /// 501, anything malformed BLIP 400.
+    /// Decodes and checks one request. Unknown profiles get BLIP 404, anything malformed BLIP 400.
     static func decode(_ message: BLIPMessage, limits: CBLLimits) -> CBLIncoming {
         let p = message.properties
         switch message.profile {
@@ -87,7 +87,10 @@ enum CBLRequestDecoding {
             guard let text = p["digest"], let sha1 = try? CBLBlobDigest(text) else { return bad("getAttachment needs a sha1-<base64> digest") }
             return .attachment(sha1: sha1, docID: p["docID"], compress: isTrue(p["compress"]))
         case "proveAttachment":
-            return .refused(BLIPErrorReply(domain: "BLIP", code: 501, message: "ferry does not prove attachments"))
+            // Sync Gateway asks a pushing client to prove it holds a blob the server already has.
+            guard let text = p["digest"], let sha1 = try? CBLBlobDigest(text) else { return bad("proveAttachment needs a sha1-<base64> digest") }
+            guard (1...255).contains(message.body.count) else { return bad("proveAttachment needs a nonce of 1 to 255 bytes") }
+            return .attachment(sha1: sha1, docID: p["docID"], compress: false, proofNonce: message.body)
         default:
             return .refused(BLIPErrorReply(domain: "BLIP", code: 404, message: "no handler for \(String((message.profile ?? "(no profile)").prefix(60)))"))
         }
