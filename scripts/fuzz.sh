@@ -3,13 +3,13 @@
 # build folder of their own) and runs each for SECONDS (default 60) from its seed corpus in
 # Fuzz/Corpus/. A crash stops the script with exit 1 and leaves the input that caused it
 # in Fuzz/crashes/ (replay: Fuzz/.build/debug/FuzzX Fuzz/crashes/crash-…).
-#   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: FuzzJSON FuzzFrames FuzzLogLines
+#   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: FuzzJSON FuzzFrames FuzzBLIP FuzzLogLines
 set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(FuzzJSON FuzzFrames FuzzLogLines)
+[ ${#targets[@]} -gt 0 ] || targets=(FuzzJSON FuzzFrames FuzzBLIP FuzzLogLines)
 
 echo "fuzz: building the targets with -sanitize=fuzzer…"
 swift build -Xswiftc -sanitize=fuzzer 2>&1 | grep -E "error|warning: |Build complete" || true

@@ -10,17 +10,20 @@ cd "$(dirname "$0")/.."
 prefix=${1:-/usr/local}
 say() { printf 'install: %s\n' "$*"; }
 
+# FERRY_BUILD_CONFIGURATION=debug installs the debug build (the test suite checks the install
+# that way, without a release build).
+configuration=${FERRY_BUILD_CONFIGURATION:-release}
 if [ "${INSTALL_NO_SETUP:-}" != 1 ]; then SETUP_NO_BUILD=1 bash scripts/setup.sh; fi
-say "building ferry (release)"
-swift build -c release --product ferry 2>&1 | bash scripts/lib/build-progress.sh
-binary=$(swift build -c release --product ferry --show-bin-path)/ferry
+say "building ferry ($configuration)"
+swift build -c "$configuration" --product ferry 2>&1 | bash scripts/lib/build-progress.sh
+binary=$(swift build -c "$configuration" --product ferry --show-bin-path)/ferry
 
 say "generating the manual"
-manual_dir=$(mktemp -d)
-trap 'rm -rf "$manual_dir"' EXIT
-swift package plugin --allow-writing-to-directory "$manual_dir" generate-manual --multi-page \
+outputs=.build/plugins/GenerateManual/outputs
+rm -rf "$outputs"
+swift package plugin generate-manual --multi-page --configuration "$configuration" \
     --authors "the ferry engineers" 2>&1 | grep -E "error" >&2 || true
-manuals=$(find .build/plugins/GenerateManual/outputs -name '*.1' 2>/dev/null | head -n 1000)
+manuals=$(find "$outputs" -name '*.1' 2>/dev/null)
 [ -n "$manuals" ] || { echo "install: the manual generator produced nothing" >&2; exit 1; }
 
 say "installing under $prefix"

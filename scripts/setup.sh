@@ -21,8 +21,9 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 # tests save with besides vim; inotify-tools: a test watches the peer's folder with inotifywait.
 # python3-websockets: a strict third-party WebSocket client, for the hostile peer (Tests/Tools).
 # zlib1g-dev: zlib to build against, for BLIP's raw-deflate compression and CRC32 (FerryProtocol).
+# man-db: `man ferry` after scripts/install.sh (the install check reads the pages with it).
 packages=(jq vim nano emacs-nox openssl util-linux coreutils procps python3 python3-websockets curl rsync strace inotify-tools
-          libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2 zlib1g-dev)
+          libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2 zlib1g-dev man-db)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -17,6 +17,8 @@ bash scripts/start-mdns.sh
 # The deterministic simulation: 2,000 seeds of 2 to 6 peers (release build, about a minute;
 # a failing seed is printed with the command that replays it).
 bash scripts/simulate.sh --seeds 2000
+# What scripts/install.sh promises, on an install into a temporary prefix (the debug build).
+bash scripts/check-install.sh
 # libFuzzer on the JSON parser, the frame codec and the log-line decoder, 60 s each.
 bash scripts/fuzz.sh 60
 # Every test, in parallel (Swift Testing runs suites side by side; a suite marked serialized runs

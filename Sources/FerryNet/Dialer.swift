@@ -171,19 +171,47 @@ public enum Dialer {
                     promise.fail(DialError(kind: .unreachable, message: "\(url) closed the connection during the \(stages.current)"))
                 }
             } catch {
-                promise.fail(DialError(kind: .unreachable, message: "cannot connect to \(url): \(error)"))
+                promise.fail(DialError(kind: .unreachable, message: connectFailure(url, error, timeout: stageTimeout)))
             }
             do {
                 return try await promise.futureResult.get()
             } catch let error as DialError where error.kind == .untrusted {
                 guard let tls else { throw error }
                 throw await refusal(url: url, tls: tls, presented: presented.value, cause: error)
+            } catch let error as DialError where tls == nil && error.kind == .unreachable && stages.current == "WebSocket upgrade"
+                                                  && !stages.timedOut {
+                // A TLS listener closes a plain request without a word: ask it for a certificate.
+                if let leaf = await presentedCertificate(url, within: stageTimeout) {
+                    let summary = CertificateSummary(der: leaf)
+                    throw DialError(kind: .protocolMismatch, message: """
+                        \(url.host):\(url.port) speaks TLS: use wss:// instead of ws:// (its certificate: \(summary.subject), \
+                        SHA-256 fingerprint \(summary.fingerprint))
+                        """)
+                }
+                throw error
             }
         } onCancel: {
             promise.fail(CancellationError())
             connecting.whenSuccess { $0.close(promise: nil) }
             promise.futureResult.whenSuccess { $0.channel.close(promise: nil) }
         }
+    }
+
+    /// A failed TCP connect in words: refused (nothing listens there), timed out, or not resolved.
+    static func connectFailure(_ url: PeerURL, _ error: Error, timeout: TimeAmount) -> String {
+        let at = "\(url.host):\(url.port)"
+        let causes = (error as? NIOConnectionError)?.connectionErrors.map(\.error) ?? [error]
+        if causes.contains(where: { ($0 as? IOError)?.errnoCode == ECONNREFUSED }) {
+            return "nothing is listening at \(at) (connection refused): is ferry serve running there, on that port?"
+        }
+        if causes.contains(where: { if case .connectTimeout = $0 as? ChannelError { true } else { false } }) {
+            return "\(at) did not answer within \(Double(timeout.nanoseconds) / 1e9) s during the TCP connect"
+        }
+        if let resolution = error as? NIOConnectionError, resolution.dnsAError != nil || resolution.dnsAAAAError != nil,
+           resolution.connectionErrors.isEmpty {
+            return "cannot find the host \(url.host) (name resolution failed)"
+        }
+        return "cannot connect to \(url): \(error)"
     }
 
     /// The message of a TLS refusal: what the server presented (fetched again without trusting
@@ -204,15 +232,17 @@ public enum Dialer {
 
     /// The leaf certificate `url` presents, read by a handshake that trusts nothing (and so
     /// sends nothing).
-    static func presentedCertificate(_ url: PeerURL) async -> [UInt8]? {
+    static func presentedCertificate(_ url: PeerURL, within timeout: TimeAmount = .seconds(5)) async -> [UInt8]? {
         let recorder = PresentedCertificate()
         var config = TLSConfiguration.makeClientConfiguration()
         config.certificateVerification = .noHostnameVerification
         guard let context = try? NIOSSLContext(configuration: config) else { return nil }
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(timeout)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                // A server that never answers the hello has nothing to tell: give up in time.
+                channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil) { chain, promise in
                         recorder.set((try? chain.first?.toDERBytes()) ?? nil)
                         promise.succeed(NIOSSLVerificationResult.failed)
@@ -233,6 +263,7 @@ final class DialStages: Sendable {
         var deadline: Scheduled<Void>?
         var channel: Channel?
         var done = false
+        var timedOut = false
     }
     private let state = NIOLockedValueBox(State())
     let url: PeerURL
@@ -247,6 +278,8 @@ final class DialStages: Sendable {
 
     /// The stage under way, in words.
     var current: String { state.withLockedValue { $0.stage } }
+    /// True once a stage's deadline passed (the peer went silent; it did not hang up).
+    var timedOut: Bool { state.withLockedValue { $0.timedOut } }
 
     /// TCP is connected: the TLS handshake (or, over `ws://`, the upgrade) begins.
     func connected(_ channel: Channel, tls: Bool) {
@@ -272,7 +305,8 @@ final class DialStages: Sendable {
             s.stage = stage
             s.deadline?.cancel()
             let seconds = Double(timeout.nanoseconds) / 1e9
-            s.deadline = channel.eventLoop.scheduleTask(in: timeout) { [url, promise] in
+            s.deadline = channel.eventLoop.scheduleTask(in: timeout) { [self, url, promise] in
+                state.withLockedValue { $0.timedOut = true }
                 promise.fail(DialError(kind: .unreachable, message: "\(url) did not answer within \(seconds) s during the \(stage)"))
                 channel.close(promise: nil)
             }
@@ -374,6 +408,9 @@ final class UpgradeRefusalHandler: ChannelInboundHandler, RemovableChannelHandle
             // BoringSSL's reason code says it best (e.g. TLSV1_ALERT_CERTIFICATE_REQUIRED).
             let code = text.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).first { $0.contains("_ALERT_") }
             promise.fail(DialError(kind: .untrusted, message: "\(url) refused this client's certificate, or its absence (\(code.map(String.init) ?? text)); present one issued by the listener's --client-ca with --client-identity"))
+        } else if text.contains("WRONG_VERSION_NUMBER") {
+            // The server answered the TLS hello in plain text: a ws:// listener.
+            promise.fail(DialError(kind: .protocolMismatch, message: "\(url.host):\(url.port) does not speak TLS (its listener is plain ws://): use ws:// instead of wss://"))
         } else if error is NIOSSLError || error is BoringSSLError {
             promise.fail(DialError(kind: .unreachable, message: "TLS with \(url) failed: \(text)"))
         } else {

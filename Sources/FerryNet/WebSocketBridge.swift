@@ -100,7 +100,7 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
                 var echo = context.channel.allocator.buffer(capacity: 2)
                 echo.writeInteger(code == 1005 ? 1000 : code)
                 context.writeAndFlush(wrapOutboundOut(outgoing(.connectionClose, echo)))
-                    .whenComplete { _ in context.close(promise: nil) }
+                    .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             } else {
                 context.close(promise: nil)
             }

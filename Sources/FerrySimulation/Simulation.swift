@@ -245,7 +245,7 @@ public final class Simulation {
         let id = history.nextID
         let outcome = try await peer.shared.perform { store in try store.ingest(doc) }
         guard case .recorded(let entry) = outcome else {
-            let debug = try await peer.shared.perform { store in "file=\(String(decoding: (try? FileSystem.readFile(store.layout.path(of: doc.rawValue))) ?? [], as: UTF8.self)) current=\(store.current(doc).map { "\($0.rev) \(String(decoding: (try? store.body(of: $0, doc: doc)) ?? [], as: UTF8.self))" } ?? "none") fileRev=\(store.fileRevision(doc)?.description ?? "none")" }
+            let debug = await peer.shared.perform { store in "file=\(String(decoding: (try? FileSystem.readFile(store.layout.path(of: doc.rawValue))) ?? [], as: UTF8.self)) current=\(store.current(doc).map { "\($0.rev) \(String(decoding: (try? store.body(of: $0, doc: doc)) ?? [], as: UTF8.self))" } ?? "none") fileRev=\(store.fileRevision(doc)?.description ?? "none")" }
             note("\(label): nothing recorded (\(outcome)) writes \(writes) \(debug)")
             return
         }

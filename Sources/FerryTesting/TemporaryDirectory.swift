@@ -10,7 +10,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
         var template = Array(((base ?? NSTemporaryDirectory()) + "/\(prefix)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
-        path = String(cString: template)
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A path inside it.

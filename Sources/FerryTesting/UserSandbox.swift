@@ -61,7 +61,7 @@ public final class UserSandbox: @unchecked Sendable {
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
             throw Unavailable(description: "cannot make a directory in \(base)")
         }
-        root = String(cString: template)
+        root = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         if let ids { chown(root, ids.uid, ids.gid) }
         home = root + "/home"
         try Self.makeDirectory(home, ids)
@@ -134,7 +134,7 @@ public final class UserSandbox: @unchecked Sendable {
         try makeDirectory(target, ids)
         for name in try fm.contentsOfDirectory(atPath: source) {
             var isDir: ObjCBool = false
-            fm.fileExists(atPath: source + "/" + name, isDirectory: &isDir)
+            _ = fm.fileExists(atPath: source + "/" + name, isDirectory: &isDir)
             if isDir.boolValue { try copyTree(source + "/" + name, to: target + "/" + name, ids) }
             else { try copyIfChanged(source + "/" + name, to: target + "/" + name, ids) }
         }

@@ -63,7 +63,10 @@ public struct TLSIdentity: @unchecked Sendable {
         do {
             bundle = try NIOSSLPKCS12Bundle(file: path, passphrase: password.map { Array($0.utf8) })
         } catch {
-            throw TLSError("cannot read \(path) as PKCS#12 (wrong password, or not a .p12 file): \(error)")
+            // BoringSSL's words (and its build paths) would say nothing more to a user.
+            let exists = FileManager.default.isReadableFile(atPath: path)
+            throw TLSError(exists ? "cannot open \(path): the password is wrong, or it is not a PKCS#12 (.p12) file; give its password with --password-file F"
+                                  : "cannot read \(path): no such file, or not readable")
         }
         return try TLSIdentity(certificateChain: bundle.certificateChain, privateKey: bundle.privateKey)
     }

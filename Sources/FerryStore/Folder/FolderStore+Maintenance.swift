@@ -97,7 +97,8 @@ extension FolderStore {
 
     /// Compares every file with its document's current revision, without recording anything.
     public func diskState() throws -> DiskState {
-        let scanner = FolderScanner(root: root, rules: IgnoreRules.load(root: root))
+        let rules = localIgnoreRules()
+        let scanner = FolderScanner(root: root, rules: rules)
         let (found, skipped) = try scanner.scan()
         var state = DiskState(skipped: skipped)
         var onDisk = Set<DocumentID>()
@@ -113,6 +114,8 @@ extension FolderStore {
             }
         }
         for doc in index.liveDocuments where !onDisk.contains(doc) {
+            // Ignored and still there: no longer synced, but not deleted (as `scanAndRecord`).
+            if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) { continue }
             if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
                 state.heldBack.append((doc, why))
             } else {

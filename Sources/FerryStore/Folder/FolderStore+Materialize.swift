@@ -251,6 +251,9 @@ extension FolderStore {
     /// something that is not a regular file holds its name. Nil when it can.
     func placementProblem(_ doc: DocumentID, path: String) -> String? {
         if let why = layout.placementProblem(of: doc.rawValue) { return why }
+        if localIgnoreRules().isIgnored(doc.rawValue, isDirectory: false) {
+            return "\(doc) is ignored here (.ferryignore): the peer's revision is kept in the history, the file is left alone"
+        }
         guard let current = current(doc), !current.deleted, let st = try? FileSystem.lstat(path) else { return nil }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return nil
@@ -258,6 +261,15 @@ extension FolderStore {
         case S_IFLNK: return "a symbolic link named \(doc) is here"
         default: return "something that is not a file is named \(doc) here"
         }
+    }
+
+    /// The folder's ignore rules, read again only when `.ferryignore` changed.
+    func localIgnoreRules() -> IgnoreRules {
+        let fingerprint = FileFingerprint.of(layout.ignoreFile)
+        if let cached = ignoreCache, cached.fingerprint == fingerprint { return cached.rules }
+        let rules = IgnoreRules.load(root: root)
+        ignoreCache = (fingerprint, rules)
+        return rules
     }
 
     /// Tries again every held-back document whose way is clear now (the user moved the link

@@ -39,6 +39,9 @@ public final class FolderStore {
     /// file) holds its name. Their revisions are kept; `ferry conflicts` and `ferry status`
     /// list them; each is tried again whenever the document changes or the folder is scanned.
     public internal(set) var heldBack: [DocumentID: String] = [:]
+    /// `.ferryignore`'s rules as last read, with the file's fingerprint then (read again when
+    /// it changes): a peer's revision is never written over a path this folder ignores.
+    var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules)?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
     /// The revision a document's file holds, for files that do not hold their current

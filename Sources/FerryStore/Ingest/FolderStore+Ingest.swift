@@ -72,6 +72,13 @@ extension FolderStore {
             heldBack[doc] = why
             return .notRegular(why)
         }
+        if localIgnoreRules().isIgnored(doc.rawValue, isDirectory: false) {
+            // What the folder ignores is not recorded, whoever asks (a peer's revision arriving
+            // for it reads the file first): its file is the user's alone.
+            let why = "\(doc) is ignored here (.ferryignore)"
+            heldBack[doc] = why
+            return .notRegular(why)
+        }
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
             // Only a file that should be there (it held a live revision) can be away for a moment.

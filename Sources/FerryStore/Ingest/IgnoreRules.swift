@@ -56,6 +56,9 @@ public struct IgnoreRules: Sendable {
     public static let builtIn = [
         "*.swp", "*.swx", "*~", ".#*", "\\#*#", "4913", "*.tmp", ".~lock.*#",
         ".ferry-tmp-*", "/.ferryignore", "/.ferry/",
+        // Version control keeps its own history (one commit would be dozens of revisions);
+        // downloads in progress sync once complete, under their final name; desktop droppings.
+        ".git/", ".hg/", ".svn/", "*.part", "*.crdownload", ".DS_Store", "Thumbs.db",
     ]
 
     /// The built-in rules alone: what no folder ever records, so what no peer may send.

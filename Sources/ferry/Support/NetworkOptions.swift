@@ -127,8 +127,15 @@ struct ClientOptions: ParsableArguments {
 
     /// The peer at `url` as these options describe it.
     func endpoint(_ text: String, direction: ReplicationDirection) throws -> PeerEndpoint {
+        if let parts = URLComponents(string: text), parts.user != nil || parts.password != nil {
+            // Not echoed: the URL holds a password. A URL shows in `ps`, logs and shell history.
+            throw CLIError("a peer URL may not carry credentials; give --user NAME, and the password with --password-file F or $FERRY_PASSWORD", exitCode: 2)
+        }
         guard let url = PeerURL(text) else {
-            throw CLIError("\(text) is not a peer URL; use ws://HOST:PORT/DB", exitCode: 2)
+            throw CLIError("\(text) is not a peer URL; use ws://HOST:PORT/DB or wss://HOST:PORT/DB", exitCode: 2)
+        }
+        if url.scheme == "ws", pin != nil || acceptSelfSigned || caFile != nil || clientIdentity != nil {
+            throw CLIError("--pin, --accept-self-signed, --ca-file and --client-identity are for wss:// peers, and \(url) is plain ws:// (no TLS): use wss:// or leave them out", exitCode: 2)
         }
         var peer = PeerEndpoint(url: url)
         peer.direction = direction

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import FerryTesting
+
+/// The mistakes a new user makes first, each answered in one sentence that says what to do,
+/// with the right exit code and at once (no retries for what retrying cannot fix).
+@Suite struct PlainErrorTests {
+    func folder(_ tmp: TemporaryDirectory, _ name: String, sample: Bool = false) throws -> String {
+        let path = tmp.appending(name)
+        #expect(try FerryProcess.ferry(["init", path, "--name", "inventory"] + (sample ? ["--sample"] : [])).status == 0)
+        return path
+    }
+
+    @Test func urlsAndTrustOptionsThatCannotWorkAreRefusedAsUsageErrors() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let b = try folder(tmp, "b")
+            let withPassword = try FerryProcess.ferry(["sync", "ws://bob:hunter2@127.0.0.1:1/inventory"], in: b)
+            #expect(withPassword.status == 2 && withPassword.stderr.contains("may not carry credentials")
+                    && withPassword.stderr.contains("--password-file") && !withPassword.stderr.contains("hunter2"), "\(withPassword.stderr)")
+            let pinOverPlain = try FerryProcess.ferry(["sync", "ws://127.0.0.1:1/inventory", "--accept-self-signed"], in: b)
+            #expect(pinOverPlain.status == 2 && pinOverPlain.stderr.contains("are for wss:// peers"), "\(pinOverPlain.stderr)")
+            let notAURL = try FerryProcess.ferry(["sync", "http://127.0.0.1:1/inventory"], in: b)
+            #expect(notAURL.status == 2 && notAURL.stderr.contains("wss://HOST:PORT/DB"), "\(notAURL.stderr)")
+            let wrongP12 = try FerryProcess.ferry(["sync", "wss://127.0.0.1:1/inventory", "--accept-self-signed", "--client-identity",
+                                                   FerryProcess.samplesDirectory + "/listener-cert-pkey.p12"], in: b,
+                                                  environment: ["FERRY_CLIENT_IDENTITY_PASSWORD": "not-the-password"])
+            #expect(wrongP12.status == 1 && wrongP12.stderr.contains("the password is wrong")
+                    && !wrongP12.stderr.contains("BoringSSL") && !wrongP12.stderr.contains(".swift"), "\(wrongP12.stderr)")
+        }
+    }
+
+    @Test func aSchemeThatDoesNotMatchTheListenerIsNamedAtOnce() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = try folder(tmp, "a", sample: true), b = try folder(tmp, "b")
+            let plain = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", "off", "--no-advertise"])
+            let plainURL = try #require(plain.url)
+            let start = Date()
+            let tlsToPlain = try FerryProcess.ferry(["sync", plainURL.replacingOccurrences(of: "ws://", with: "wss://"), "--accept-self-signed"], in: b)
+            #expect(tlsToPlain.status == 1 && tlsToPlain.stderr.contains("does not speak TLS") && tlsToPlain.stderr.contains("use ws://"),
+                    "\(tlsToPlain.stderr)")
+            #expect(Date().timeIntervalSince(start) < 5, "retried instead of stopping")
+            #expect(plain.stop() == 0)
+
+            let secure = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let secureURL = try #require(secure.url)
+            let plainToTLS = try FerryProcess.ferry(["sync", secureURL.replacingOccurrences(of: "wss://", with: "ws://")], in: b)
+            #expect(plainToTLS.status == 1 && plainToTLS.stderr.contains("speaks TLS: use wss://"), "\(plainToTLS.stderr)")
+            #expect(secure.stop() == 0)
+
+            // Nothing listens there any more: said so, in words.
+            let refused = try FerryProcess.ferry(["sync", secureURL, "--accept-self-signed", "--max-attempts", "1"], in: b)
+            #expect(refused.status == 1 && refused.stderr.contains("nothing is listening at") && refused.stderr.contains("connection refused"),
+                    "\(refused.stderr)")
+        }
+    }
+}
