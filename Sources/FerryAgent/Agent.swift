@@ -224,10 +224,26 @@ public final class Agent: @unchecked Sendable {
             listener = try await Listener.start(config, onConnection: accept)
         }
         if options.port == nil { keptPort.save(listener.port) }
+        warnIfOpen(options, bind: bind)
         let scheme = config.tls == nil ? "ws" : "wss"
         let urls = hosts.map { "\(scheme)://\($0):\(listener.port)/\(database)" }
         logger.notice("listening", metadata: ["urls": "\(urls.joined(separator: " "))"])
         return (listener, urls)
+    }
+
+    /// Says so when the listener is open to more than this machine with nobody checked, or
+    /// when passwords would cross the network in clear.
+    private func warnIfOpen(_ options: ListenOptions, bind: String) {
+        let loopbackOnly = bind.hasPrefix("127.")
+        if !loopbackOnly && options.users == nil && options.clientRoots == nil {
+            logger.warning("""
+                anyone who can reach this machine can read and change this folder: the listener on \(bind) asks for no password \
+                and no client certificate; give --users FILE or --client-ca PEM, or --interface 127.0.0.1
+                """)
+        }
+        if !loopbackOnly && options.users != nil && options.tls == .off {
+            logger.warning("passwords cross the network in clear with --tls off; drop --tls off (TLS is the default)")
+        }
     }
 
     func makeReplicator(_ peer: PeerEndpoint, _ shared: SharedStore) -> Replicator {

@@ -55,4 +55,25 @@ import FerryTesting
                     "\(refused.stderr)")
         }
     }
+
+    /// Open by default is said out loud: a listener beyond loopback with nobody checked, and a
+    /// password that would cross the network in clear.
+    @Test func anOpenListenerAndAClearPasswordAreWarnedAbout() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = try folder(tmp, "a")
+            // Bound to every interface for a moment; nothing connects to it.
+            let open = try RunningAgent(folder: a, arguments: ["--interface", "0.0.0.0", "--port", "0", "--tls", "off", "--no-advertise"])
+            #expect(open.log().contains("anyone who can reach this machine can read and change this folder"), "\(open.log())")
+            #expect(open.stop() == 0)
+            let local = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--port", "0", "--tls", "off", "--no-advertise"])
+            #expect(!local.log().contains("anyone who can reach"), "\(local.log())")
+            #expect(local.stop() == 0)
+            let b = try folder(tmp, "b")
+            // 0.0.0.0 is not a loopback name, yet a connect to it stays on this machine (Linux).
+            let clear = try FerryProcess.ferry(["sync", "ws://0.0.0.0:9/inventory", "--user", "bob", "--connect-timeout", "0.2", "--max-attempts", "1"],
+                                               in: b, environment: ["FERRY_PASSWORD": "pw"])
+            #expect(clear.stderr.contains("password crosses the network in clear over ws://"), "\(clear.stderr)")
+        }
+    }
 }

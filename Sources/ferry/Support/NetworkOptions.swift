@@ -155,6 +155,9 @@ struct ClientOptions: ParsableArguments {
                 throw CLIError("--user \(user) needs a password: --password-file F, $FERRY_PASSWORD, or a terminal to type it on", exitCode: 2)
             }
             peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: passwordFile, prompt: "password for \(user) at \(url): "))
+            if url.scheme == "ws" && !url.host.hasPrefix("127.") && !["localhost", "::1", "[::1]"].contains(url.host) {
+                FileHandleOutput.stderr("ferry: warning: \(user)'s password crosses the network in clear over ws://; use wss://")
+            }
         }
         return peer
     }
