@@ -15,14 +15,30 @@ public protocol BlobDigestAliases: Sendable {
     func record(sha1: CBLBlobDigest, sha256: BlobDigest)
 }
 
+/// Both directions of an alias table, kept in step: what every `BlobDigestAliases` holds.
+public struct BlobDigestAliasTable: Sendable {
+    /// ferry's name of each blob Couchbase Lite names.
+    public private(set) var toSHA256: [CBLBlobDigest: BlobDigest] = [:]
+    /// Couchbase Lite's name of each object.
+    public private(set) var toSHA1: [BlobDigest: CBLBlobDigest] = [:]
+
+    /// An empty table.
+    public init() {}
+
+    /// Records both names of one blob; false when the table already held exactly that pair.
+    @discardableResult
+    public mutating func insert(sha1: CBLBlobDigest, sha256: BlobDigest) -> Bool {
+        guard toSHA1[sha256] != sha1 || toSHA256[sha1] != sha256 else { return false }
+        toSHA256[sha1] = sha256
+        toSHA1[sha256] = sha1
+        return true
+    }
+}
+
 /// Aliases in memory; with `bytesOf`, the SHA-1 of an object it has not seen is computed
 /// from the object's bytes (as the store's implementation does from `.ferry/objects`).
 public final class InMemoryBlobDigestAliases: BlobDigestAliases {
-    private struct Table {
-        var toSHA256: [CBLBlobDigest: BlobDigest] = [:]
-        var toSHA1: [BlobDigest: CBLBlobDigest] = [:]
-    }
-    private let table = Mutex(Table())
+    private let table = Mutex(BlobDigestAliasTable())
     private let bytesOf: (@Sendable (BlobDigest) -> [UInt8]?)?
 
     /// An empty table; `bytesOf` reads an object's bytes, if there is a store behind it.
@@ -47,10 +63,7 @@ public final class InMemoryBlobDigestAliases: BlobDigestAliases {
 
     /// Records both names of one blob.
     public func record(sha1: CBLBlobDigest, sha256: BlobDigest) {
-        table.withLock {
-            $0.toSHA256[sha1] = sha256
-            $0.toSHA1[sha256] = sha1
-        }
+        table.withLock { _ = $0.insert(sha1: sha1, sha256: sha256) }
     }
 
     /// How many blobs have both names recorded.

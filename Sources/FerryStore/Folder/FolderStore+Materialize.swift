@@ -251,9 +251,7 @@ extension FolderStore {
     /// something that is not a regular file holds its name. Nil when it can.
     func placementProblem(_ doc: DocumentID, path: String) -> String? {
         if let why = layout.placementProblem(of: doc.rawValue) { return why }
-        if localIgnoreRules().isIgnored(doc.rawValue, isDirectory: false) {
-            return "\(doc) is ignored here (.ferryignore): the peer's revision is kept in the history, the file is left alone"
-        }
+        if let why = ignoredHere(doc) { return why }
         guard let current = current(doc), !current.deleted, let st = try? FileSystem.lstat(path) else { return nil }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return nil
@@ -261,6 +259,12 @@ extension FolderStore {
         case S_IFLNK: return "a symbolic link named \(doc) is here"
         default: return "something that is not a file is named \(doc) here"
         }
+    }
+
+    /// Why `doc` is neither recorded nor written here, or nil: `.ferryignore` names it.
+    func ignoredHere(_ doc: DocumentID) -> String? {
+        localIgnoreRules().isIgnored(doc.rawValue, isDirectory: false)
+            ? "\(doc) is ignored here (.ferryignore): a peer's revision is kept in the history, the file is left alone" : nil
     }
 
     /// The folder's ignore rules, read again only when `.ferryignore` changed.

@@ -72,10 +72,9 @@ extension FolderStore {
             heldBack[doc] = why
             return .notRegular(why)
         }
-        if localIgnoreRules().isIgnored(doc.rawValue, isDirectory: false) {
+        if let why = ignoredHere(doc) {
             // What the folder ignores is not recorded, whoever asks (a peer's revision arriving
             // for it reads the file first): its file is the user's alone.
-            let why = "\(doc) is ignored here (.ferryignore)"
             heldBack[doc] = why
             return .notRegular(why)
         }

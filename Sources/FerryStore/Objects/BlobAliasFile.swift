@@ -12,27 +12,22 @@ import Synchronization
 /// of the blob from the peer, never a wrong body (both names of a line come from hashing the
 /// same bytes, and bytes fetched by either name are checked against it).
 public final class BlobAliasFile: BlobDigestAliases {
-    private struct Table {
-        var toSHA256: [CBLBlobDigest: BlobDigest] = [:]
-        var toSHA1: [BlobDigest: CBLBlobDigest] = [:]
-    }
     private let path: String
     private let objectsDirectory: String
-    private let table: Mutex<Table>
+    private let table: Mutex<BlobDigestAliasTable>
 
     /// The aliases of the folder laid out as `layout`, read once from its file.
     public init(layout: FolderLayout) {
         path = layout.blobAliasesFile
         objectsDirectory = layout.objectsDirectory
-        var table = Table()
+        var table = BlobDigestAliasTable()
         if let bytes = try? FileSystem.readFile(path) {
             for line in bytes.split(separator: 0x0A) {
                 guard case .object(let fields)? = try? JSONParser.parse(Array(line)),
                       let sha1 = fields["sha1"]?.stringValue.flatMap({ try? CBLBlobDigest($0) }),
                       let sha256 = fields["sha256"]?.stringValue.flatMap({ try? BlobDigest($0) })
                 else { continue }
-                table.toSHA256[sha1] = sha256
-                table.toSHA1[sha256] = sha1
+                table.insert(sha1: sha1, sha256: sha256)
             }
         }
         self.table = Mutex(table)
@@ -68,13 +63,7 @@ public final class BlobAliasFile: BlobDigestAliases {
 
     /// Records both names of one blob, in memory and as a line of the file.
     public func record(sha1: CBLBlobDigest, sha256: BlobDigest) {
-        let isNew = table.withLock { t -> Bool in
-            guard t.toSHA1[sha256] != sha1 || t.toSHA256[sha1] != sha256 else { return false }
-            t.toSHA256[sha1] = sha256
-            t.toSHA1[sha256] = sha1
-            return true
-        }
-        guard isNew else { return }
+        guard table.withLock({ $0.insert(sha1: sha1, sha256: sha256) }) else { return }
         let line = JSONValue.object(["sha1": .string(sha1.description), "sha256": .string(sha256.description)]).canonicalBytes + [0x0A]
         // One write with O_APPEND: lines never interleave, and a crash tears at most the last.
         guard let fd = try? FileSystem.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC) else { return }
