@@ -20,6 +20,8 @@ public enum TLSMode: String, Sendable, CaseIterable {
 public struct PeerEndpoint: Sendable {
     /// Where the peer listens.
     public var url: PeerURL
+    /// The name it was saved under (`ferry peer add`), if any.
+    public var name: String?
     /// Push, pull or both.
     public var direction: ReplicationDirection = .both
     /// `Authorization` header value for HTTP Basic, if credentials were given.

@@ -224,6 +224,15 @@ public enum Dialer {
             return DialError(kind: .untrusted, message: "TLS with \(url) failed: \(cause.message)")
         }
         let summary = CertificateSummary(der: leaf)
+        if let pinned = tls.trust.pinnedFingerprint, pinned != summary.fingerprint {
+            // Not a setup mistake like the others: what was trusted before is not what answers now.
+            return DialError(kind: .untrusted, message: """
+                SECURITY WARNING: \(url) presented a certificate that is NOT the pinned one (pinned SHA-256 \(pinned), \
+                presented \(summary.fingerprint), subject \(summary.subject)): someone may be intercepting the connection, \
+                or the peer's identity was replaced; nothing was sent. Check the fingerprint on that machine (`ferry identity show`) \
+                before trusting it; if the change is expected, pin the new one (--pin FINGERPRINT, or `ferry peer add NAME URL --pin FINGERPRINT`)
+                """)
+        }
         return DialError(kind: .untrusted, message: """
             \(url) presented a certificate not trusted by \(tls.trust.modeDescription): subject \(summary.subject), \
             SHA-256 fingerprint \(summary.fingerprint)\(summary.isSelfSigned ? " (self-signed)" : ""); \(tls.trust.advice(for: summary))
@@ -232,7 +241,7 @@ public enum Dialer {
 
     /// The leaf certificate `url` presents, read by a handshake that trusts nothing (and so
     /// sends nothing).
-    static func presentedCertificate(_ url: PeerURL, within timeout: TimeAmount = .seconds(5)) async -> [UInt8]? {
+    public static func presentedCertificate(_ url: PeerURL, within timeout: TimeAmount = .seconds(5)) async -> [UInt8]? {
         let recorder = PresentedCertificate()
         var config = TLSConfiguration.makeClientConfiguration()
         config.certificateVerification = .noHostnameVerification

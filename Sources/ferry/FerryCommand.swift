@@ -12,7 +12,7 @@ struct FerryCommand: AsyncParsableCommand {
         version: FerryVersion.current,
         subcommands: [
             InitCommand.self, ServeCommand.self, SyncCommand.self, ScanCommand.self, StatusCommand.self, LogCommand.self, ShowCommand.self,
-            ConflictsCommand.self, VerifyCommand.self, CompactCommand.self, UsersCommand.self, IdentityCommand.self, PeersCommand.self,
+            ConflictsCommand.self, VerifyCommand.self, CompactCommand.self, UsersCommand.self, IdentityCommand.self, PeerCommand.self, PeersCommand.self,
         ]
     )
 }

@@ -31,6 +31,24 @@ public enum ServerTrust: Sendable {
         return .pinned(try der.toDERBytes())
     }
 
+    /// A SHA-256 fingerprint as people copy it (64 hex digits, either case, colons or spaces
+    /// between pairs allowed), in the form `CertificateSummary.fingerprint` prints; nil when
+    /// `text` is not one.
+    public static func fingerprint(parsing text: String) -> String? {
+        let hex = text.lowercased().filter { $0 != ":" && $0 != " " }
+        guard hex.count == 64, hex.allSatisfy({ $0.isHexDigit }) else { return nil }
+        return hex
+    }
+
+    /// The SHA-256 fingerprint this trust pins, if it pins one.
+    public var pinnedFingerprint: String? {
+        switch self {
+        case .pinned(let der): CertificateSummary(der: der).fingerprint
+        case .fingerprint(let fp): fp.lowercased()
+        case .system, .roots, .anySelfSigned: nil
+        }
+    }
+
     /// Reads `--ca-file PEM`.
     public static func caFile(_ path: String) throws -> ServerTrust {
         .roots(try TrustedRoots(pemFile: path))
@@ -38,6 +56,9 @@ public enum ServerTrust: Sendable {
 
     /// The option that would trust `presented`, for the refusal message.
     func advice(for presented: CertificateSummary) -> String {
+        if pinnedFingerprint != nil {
+            return "if the peer's certificate was replaced on purpose, check its fingerprint there (`ferry identity show`) and pin the new one"
+        }
         if presented.isSelfSigned {
             return "to trust it, pass --pin with that certificate (e.g. from `ferry identity show` on the listener's machine) or --accept-self-signed"
         }
@@ -51,7 +72,7 @@ public enum ServerTrust: Sendable {
         case .roots: "the roots of --ca-file"
         case .anySelfSigned: "--accept-self-signed (which accepts self-signed certificates only)"
         case .pinned(let der): "--pin \(CertificateSummary(der: der).fingerprint)"
-        case .fingerprint(let fp): "the fingerprint \(fp) the peer advertised and that was pinned"
+        case .fingerprint(let fp): "the pinned fingerprint \(fp)"
         }
     }
 }

@@ -17,7 +17,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Listener") var listener: ListenerOptions
 
-    @Option(name: .customLong("peer"), help: ArgumentHelp("Replicate continuously, both ways, with this listener (repeatable).", valueName: "url"))
+    @Option(name: .customLong("peer"), help: ArgumentHelp("Replicate continuously, both ways, with this listener or saved peer (repeatable); every peer saved with `ferry peer add` is replicated with too.", valueName: "url|name"))
     var peers: [String] = []
 
     @Flag(help: "Also replicate with every peer found over DNS-SD that serves the same database, pinning its advertised fingerprint.")
@@ -43,7 +43,13 @@ struct ServeCommand: AsyncParsableCommand {
         config.openSettle = .milliseconds(openSettleMs)
         config.listen = try listener.resolve()
         config.listen?.heartbeat = .milliseconds(Int(client.heartbeat * 1000))
-        config.peers = try peers.map { try client.endpoint($0, direction: .both) }
+        let layout = FolderLayout(root: config.root)
+        config.peers = try peers.map { try client.endpoint(naming: $0, layout: layout, direction: .both) }
+        for saved in try SavedPeers(layout: layout).load() where !config.peers.contains(where: { $0.name == saved.name }) {
+            var peer = try client.overlaid(on: saved).endpoint(saved.url, direction: .both)
+            peer.name = saved.name
+            config.peers.append(peer)
+        }
         config.discoveryOptions.advertise = !listener.noAdvertise
         config.discoveryOptions.serviceType = listener.serviceType
         config.discoveryOptions.serviceName = listener.serviceName

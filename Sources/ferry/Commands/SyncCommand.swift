@@ -21,7 +21,7 @@ struct SyncCommand: AsyncParsableCommand {
             Exit codes: 0 up to date, 1 failure, 3 authentication refused, 4 folder locked (an agent runs there: give it --peer).
             """)
 
-    @Argument(help: ArgumentHelp("The listener, ws[s]://HOST:PORT/DB; with --discover, the name of the peer to pick (optional).", valueName: "url|name"))
+    @Argument(help: ArgumentHelp("The listener, ws[s]://HOST:PORT/DB, or the name of a saved peer (`ferry peer add`); with --discover, the DNS-SD name of the peer to pick (optional).", valueName: "url|name"))
     var target: String?
 
     @Flag(help: "Find the listener over DNS-SD: a peer serving this folder's database (the one named, if given), its advertised fingerprint pinned on first use.")
@@ -46,13 +46,13 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        if !discover && target == nil { throw ValidationError("give the listener's URL, or --discover") }
+        if !discover && target == nil { throw ValidationError("give the listener's URL or a saved peer's name, or --discover") }
     }
 
     func run() async throws {
         let root = try folder.resolveRoot()
         let way = ReplicationDirection(rawValue: direction.rawValue)!
-        let given = discover ? nil : try client.endpoint(target!, direction: way)
+        let given = discover ? nil : try client.endpoint(naming: target!, layout: FolderLayout(root: root), direction: way)
         if let pid = FolderLock.holder(path: FolderLayout(root: root).lockFile) {
             throw StoreError(.locked, "an agent (pid \(pid)) is serving \(root); give it --peer \(given?.url.description ?? "URL") instead of running sync beside it")
         }

@@ -71,13 +71,68 @@ struct ListenerOptions: ParsableArguments {
     }
 }
 
-/// The client options of SPEC §4 that this build has.
-struct ClientOptions: ParsableArguments {
+/// How a peer is trusted and logged in to: the options `sync`, `serve` and `peer add` share.
+struct PeerAccessOptions: ParsableArguments {
     @Option(help: "User name for HTTP Basic authentication; the password comes from --password-file or $FERRY_PASSWORD.")
     var user: String?
 
     @Option(help: ArgumentHelp("A file whose first line is the password (never give it on the command line).", valueName: "file"))
     var passwordFile: String?
+
+    @Option(help: ArgumentHelp("wss://: trust only a server whose certificate is this one: its SHA-256 fingerprint (hex, colons allowed) or the certificate (DER or PEM).", valueName: "sha256|cert"))
+    var pin: String?
+
+    @Flag(help: "wss://: accept any self-signed server certificate (traffic is still encrypted; the server is not authenticated).")
+    var acceptSelfSigned = false
+
+    @Option(help: ArgumentHelp("wss://: trust servers whose certificates chain to these roots (PEM) instead of the system's.", valueName: "pem"))
+    var caFile: String?
+
+    @Option(help: ArgumentHelp("wss://: present this client certificate (PKCS#12 with its key).", valueName: "p12"))
+    var clientIdentity: String?
+
+    @Option(help: ArgumentHelp("A file whose first line is the --client-identity password (or $FERRY_CLIENT_IDENTITY_PASSWORD).", valueName: "file"))
+    var clientIdentityPasswordFile: String?
+
+    func validate() throws {
+        if passwordFile != nil && user == nil { throw ValidationError("--password-file needs --user") }
+        if [pin != nil, acceptSelfSigned, caFile != nil].filter({ $0 }).count > 1 {
+            throw ValidationError("choose one of --pin, --accept-self-signed and --ca-file")
+        }
+    }
+
+    /// True when any way of trusting a server is given.
+    var choosesTrust: Bool { pin != nil || acceptSelfSigned || caFile != nil }
+
+    /// The trust and client certificate for `wss://` peers.
+    func clientTLS() throws -> ClientTLS {
+        do {
+            var trust = ServerTrust.system
+            if let pin {
+                if !FileManager.default.fileExists(atPath: absolute(pin)), let fingerprint = ServerTrust.fingerprint(parsing: pin) {
+                    trust = .fingerprint(fingerprint)
+                } else {
+                    trust = try ServerTrust.pin(file: absolute(pin))
+                }
+            }
+            if acceptSelfSigned { trust = .anySelfSigned }
+            if let caFile { trust = try ServerTrust.caFile(absolute(caFile)) }
+            var tls = ClientTLS(trust: trust)
+            if let clientIdentity {
+                var password = ProcessInfo.processInfo.environment["FERRY_CLIENT_IDENTITY_PASSWORD"]
+                if let clientIdentityPasswordFile { password = try readPassword(file: clientIdentityPasswordFile) }
+                tls.identity = try TLSIdentity.pkcs12(path: absolute(clientIdentity), password: password)
+            }
+            return tls
+        } catch let error as TLSError {
+            throw CLIError("\(error)", exitCode: 1)
+        }
+    }
+}
+
+/// The client options of SPEC §4 that this build has.
+struct ClientOptions: ParsableArguments {
+    @OptionGroup var access: PeerAccessOptions
 
     @Option(help: "A one-shot replication gives up after this many failed attempts in a row.")
     var maxAttempts = 10
@@ -99,34 +154,50 @@ struct ClientOptions: ParsableArguments {
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
     var docIDs: [String] = []
 
-    @Option(help: ArgumentHelp("wss://: trust only a server whose certificate is exactly this one (DER or PEM).", valueName: "cert"))
-    var pin: String?
-
-    @Flag(help: "wss://: accept any self-signed server certificate (traffic is still encrypted; the server is not authenticated).")
-    var acceptSelfSigned = false
-
-    @Option(help: ArgumentHelp("wss://: trust servers whose certificates chain to these roots (PEM) instead of the system's.", valueName: "pem"))
-    var caFile: String?
-
-    @Option(help: ArgumentHelp("wss://: present this client certificate (PKCS#12 with its key).", valueName: "p12"))
-    var clientIdentity: String?
-
-    @Option(help: ArgumentHelp("A file whose first line is the --client-identity password (or $FERRY_CLIENT_IDENTITY_PASSWORD).", valueName: "file"))
-    var clientIdentityPasswordFile: String?
-
     func validate() throws {
         guard maxAttempts >= 1 else { throw ValidationError("--max-attempts must be at least 1") }
         guard maxAttemptWait > 0, heartbeat > 0, connectTimeout > 0 else {
             throw ValidationError("--max-attempt-wait, --heartbeat and --connect-timeout must be positive")
         }
-        if passwordFile != nil && user == nil { throw ValidationError("--password-file needs --user") }
-        if [pin != nil, acceptSelfSigned, caFile != nil].filter({ $0 }).count > 1 {
-            throw ValidationError("choose one of --pin, --accept-self-signed and --ca-file")
-        }
     }
 
-    /// The peer at `url` as these options describe it.
-    func endpoint(_ text: String, direction: ReplicationDirection) throws -> PeerEndpoint {
+    /// The peer `target` names: a URL, or the name of a peer saved with `ferry peer add` in
+    /// the folder laid out by `layout` (its settings, with these options' over them).
+    func endpoint(naming target: String, layout: FolderLayout, direction: ReplicationDirection) throws -> PeerEndpoint {
+        guard !target.contains("://") else { return try endpoint(target, direction: direction) }
+        guard let saved = try SavedPeers(layout: layout).named(target) else {
+            throw CLIError("\(target) is neither a peer URL (ws[s]://HOST:PORT/DB) nor the name of a saved peer (`ferry peer list`)", exitCode: 2)
+        }
+        var peer = try overlaid(on: saved).endpoint(saved.url, direction: direction)
+        peer.name = saved.name
+        return peer
+    }
+
+    /// The saved peer's settings with the ones given on this command line over them.
+    func overlaid(on saved: SavedPeer) throws -> ClientOptions {
+        var merged: ClientOptions
+        do { merged = try ClientOptions.parse(saved.arguments) } catch {
+            throw CLIError("the saved peer \(saved.name) (in .ferry/peers.json): \(ClientOptions.message(for: error))")
+        }
+        merged.maxAttempts = maxAttempts
+        merged.maxAttemptWait = maxAttemptWait
+        merged.heartbeat = heartbeat
+        merged.connectTimeout = connectTimeout
+        merged.docIDs = docIDs
+        if peerProtocol != .auto { merged.peerProtocol = peerProtocol }
+        if access.choosesTrust {
+            (merged.access.pin, merged.access.acceptSelfSigned, merged.access.caFile) = (access.pin, access.acceptSelfSigned, access.caFile)
+        }
+        if access.user != nil { (merged.access.user, merged.access.passwordFile) = (access.user, access.passwordFile) }
+        if access.clientIdentity != nil {
+            (merged.access.clientIdentity, merged.access.clientIdentityPasswordFile) = (access.clientIdentity, access.clientIdentityPasswordFile)
+        }
+        return merged
+    }
+
+    /// The peer at `url` as these options describe it; its password is read (or asked for)
+    /// unless `readingPassword` is false.
+    func endpoint(_ text: String, direction: ReplicationDirection, readingPassword: Bool = true) throws -> PeerEndpoint {
         if let parts = URLComponents(string: text), parts.user != nil || parts.password != nil {
             // Not echoed: the URL holds a password. A URL shows in `ps`, logs and shell history.
             throw CLIError("a peer URL may not carry credentials; give --user NAME, and the password with --password-file F or $FERRY_PASSWORD", exitCode: 2)
@@ -134,7 +205,7 @@ struct ClientOptions: ParsableArguments {
         guard let url = PeerURL(text) else {
             throw CLIError("\(text) is not a peer URL; use ws://HOST:PORT/DB or wss://HOST:PORT/DB", exitCode: 2)
         }
-        if url.scheme == "ws", pin != nil || acceptSelfSigned || caFile != nil || clientIdentity != nil {
+        if url.scheme == "ws", access.pin != nil || access.acceptSelfSigned || access.caFile != nil || access.clientIdentity != nil {
             throw CLIError("--pin, --accept-self-signed, --ca-file and --client-identity are for wss:// peers, and \(url) is plain ws:// (no TLS): use wss:// or leave them out", exitCode: 2)
         }
         var peer = PeerEndpoint(url: url)
@@ -149,35 +220,16 @@ struct ClientOptions: ParsableArguments {
                 do { return try DocumentID(id) } catch { throw CLIError("--doc-id \(id): \(error)", exitCode: 2) }
             }
         }
-        peer.tls = try clientTLS()
-        if let user {
-            guard passwordFile != nil || ProcessInfo.processInfo.environment["FERRY_PASSWORD"] != nil || isatty(0) == 1 else {
+        peer.tls = try access.clientTLS()
+        if let user = access.user, readingPassword {
+            guard access.passwordFile != nil || ProcessInfo.processInfo.environment["FERRY_PASSWORD"] != nil || isatty(0) == 1 else {
                 throw CLIError("--user \(user) needs a password: --password-file F, $FERRY_PASSWORD, or a terminal to type it on", exitCode: 2)
             }
-            peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: passwordFile, prompt: "password for \(user) at \(url): "))
+            peer.authorization = BasicCredentials.header(user: user, password: try readPassword(file: access.passwordFile, prompt: "password for \(user) at \(url): "))
             if url.scheme == "ws" && !url.host.hasPrefix("127.") && !["localhost", "::1", "[::1]"].contains(url.host) {
                 FileHandleOutput.stderr("ferry: warning: \(user)'s password crosses the network in clear over ws://; use wss://")
             }
         }
         return peer
-    }
-
-    /// The trust and client certificate for `wss://` peers.
-    func clientTLS() throws -> ClientTLS {
-        do {
-            var trust = ServerTrust.system
-            if let pin { trust = try ServerTrust.pin(file: absolute(pin)) }
-            if acceptSelfSigned { trust = .anySelfSigned }
-            if let caFile { trust = try ServerTrust.caFile(absolute(caFile)) }
-            var tls = ClientTLS(trust: trust)
-            if let clientIdentity {
-                var password = ProcessInfo.processInfo.environment["FERRY_CLIENT_IDENTITY_PASSWORD"]
-                if let clientIdentityPasswordFile { password = try readPassword(file: clientIdentityPasswordFile) }
-                tls.identity = try TLSIdentity.pkcs12(path: absolute(clientIdentity), password: password)
-            }
-            return tls
-        } catch let error as TLSError {
-            throw CLIError("\(error)", exitCode: 1)
-        }
     }
 }
