@@ -40,6 +40,8 @@ public struct PeerEndpoint: Sendable {
     public var tls: ClientTLS?
     /// Which protocol to ask for (`--protocol`): ferry's, Couchbase Lite's, or either.
     public var peerProtocol: PeerProtocol = .auto
+    /// Refuse the first sync if the peer's folder is unrelated to this one (not `--allow-unrelated`).
+    public var refuseUnrelated = true
 
     /// A peer at `url`.
     public init(url: PeerURL) { self.url = url }
@@ -52,6 +54,7 @@ public struct PeerEndpoint: Sendable {
         config.maxAttempts = maxAttempts
         config.maxAttemptWait = maxAttemptWait
         config.docIDs = docIDs
+        config.refuseUnrelated = refuseUnrelated
         let url = self.url, authorization = self.authorization, heartbeat = self.heartbeat, tls = self.tls
         let stageTimeout = connectTimeout, peerProtocol = self.peerProtocol
         return Replicator(configuration: config, shared: shared, connect: {

@@ -57,6 +57,9 @@ public struct ReplicatorConfiguration: Sendable {
     public var docIDs: [DocumentID]?
     /// Offer delta sync (used when the listener has it on too).
     public var deltaSync = true
+    /// Refuse the first sync with a folder that shares no history with this one and holds
+    /// documents at the same paths (`--allow-unrelated` turns it off).
+    public var refuseUnrelated = false
 
     /// A configuration for the peer at `url` serving `remoteDatabase`.
     public init(url: String, remoteDatabase: String) {
@@ -200,7 +203,8 @@ public final class Replicator: Sendable {
             set { $0.connections += 1; $0.activity = .busy; $0.lastError = nil; $0.current = ReplicationStats() }
             logger.info("connected", metadata: ["peer": "\(configuration.url)"])
             group.addTask {
-                try await session.replicate(configuration.direction, continuous: configuration.continuous, docIDs: configuration.docIDs)
+                try await session.replicate(configuration.direction, continuous: configuration.continuous, docIDs: configuration.docIDs,
+                                            refusingUnrelated: configuration.refuseUnrelated ? configuration.url : nil)
                 return true
             }
             do {

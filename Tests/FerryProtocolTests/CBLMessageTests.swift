@@ -136,7 +136,7 @@ import FerryCore
         let deletion = request("rev", ["id": "b1", "rev": "2-89d7fa36a1e96e6fdc283b5e3f00582a20ea8a5a", "sequence": "6", "deleted": "1",
                                        "history": "1-99831a102d63d52b29240d40daad4772aea93cc8"], "{}")
         guard case .rev(let deleted) = CBLRequestDecoding.decode(deletion, limits: limits) else { Issue.record("not decoded"); return }
-        guard case .rev(_, _, _, 6, .deleted, nil) = try deleted.resolve(aliases) else { Issue.record("not a deletion"); return }
+        guard case .rev(_, _, _, 6, .deleted, nil, _) = try deleted.resolve(aliases) else { Issue.record("not a deletion"); return }
         let outDeletion = try CBLRequestEncoding.encode(try deleted.resolve(aliases), aliases: aliases)
         #expect(outDeletion.properties["deleted"] == "1" && outDeletion.body == Array("{}".utf8))
 
@@ -146,7 +146,7 @@ import FerryCore
         #expect(file.properties["id"] == "file::scan.bin")
         #expect(String(decoding: file.body, as: UTF8.self) == #"{"file":{"@type":"blob","digest":"\#(sha1)","length":1024}}"#)
         guard case .rev(let fileRev) = CBLRequestDecoding.decode(file, limits: limits),
-              case .rev(_, _, _, 9, .blob(let ref), _) = try fileRev.resolve(aliases) else { Issue.record("file not decoded"); return }
+              case .rev(_, _, _, 9, .blob(let ref), _, _) = try fileRev.resolve(aliases) else { Issue.record("file not decoded"); return }
         #expect(ref.digest == sha256 && ref.length == 1024)
     }
 

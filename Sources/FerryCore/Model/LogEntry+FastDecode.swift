@@ -117,6 +117,7 @@ private struct FlatScanner {
             case 6 where Self.equals(k, "object"): guard let v = string() else { return nil }; f.object = v
             case 4 where Self.equals(k, "size"): guard let v = int() else { return nil }; f.size = v
             case 6 where Self.equals(k, "origin"): guard let v = string() else { return nil }; f.origin = v
+            case 6 where Self.equals(k, "author"): guard let v = string() else { return nil }; f.author = v
             case 4 where Self.equals(k, "time"): guard let v = string() else { return nil }; f.time = v
             case 9 where Self.equals(k, "compacted"): guard let v = bool() else { return nil }; f.compacted = v
             case 9 where Self.equals(k, "ancestors"):

@@ -23,6 +23,9 @@ public struct LogEntry: Sendable, Equatable {
     public var origin: String
     /// The origin of revisions made in this folder.
     public static let localOrigin = "local"
+    /// Who made the edit: the folder name and host where it was made (`inventory@laptop`),
+    /// carried along by every peer; nil when unknown (older logs, Couchbase Lite peers).
+    public var author: String?
     /// When it was recorded here, RFC 3339 UTC.
     public var time: String
     /// Older ancestors (grandparent first) this folder did not know before, carried with a
@@ -36,7 +39,7 @@ public struct LogEntry: Sendable, Equatable {
     /// A log entry.
     public init(seq: Int, doc: DocumentID, rev: RevisionID, parent: RevisionID?, deleted: Bool, kind: DocumentKind,
                 object: BlobDigest?, size: Int, origin: String, time: String, ancestors: [RevisionID] = [],
-                conflict: ConflictRecord? = nil, merged: RevisionID? = nil) {
+                conflict: ConflictRecord? = nil, merged: RevisionID? = nil, author: String? = nil) {
         self.seq = seq
         self.doc = doc
         self.rev = rev
@@ -50,6 +53,18 @@ public struct LogEntry: Sendable, Equatable {
         self.time = time
         self.ancestors = ancestors
         self.conflict = conflict
+        self.author = author
+    }
+
+    /// Longest author name kept, in bytes.
+    public static let maxAuthorBytes = 128
+
+    /// Why `text` cannot be an author name, or nil: bounded, no control characters (it is
+    /// printed in `ferry log`'s columns).
+    public static func authorProblem(_ text: String) -> String? {
+        if text.isEmpty || text.utf8.count > maxAuthorBytes { return "an author name has 1 to \(maxAuthorBytes) bytes" }
+        if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return "an author name has no control characters" }
+        return nil
     }
 }
 
@@ -136,6 +151,7 @@ extension LogEntry {
         if let object { key("object"); string(object.description) }
         key("size"); out += Array(String(size).utf8)
         key("origin"); string(origin)
+        if let author { key("author"); string(author) }
         key("time"); string(time)
         if !ancestors.isEmpty {
             key("ancestors")
@@ -180,6 +196,10 @@ extension LogEntry {
         f.object = o["object"]?.stringValue
         f.size = o["size"]?.intValue
         f.origin = o["origin"]?.stringValue
+        if let a = o["author"] {
+            guard let t = a.stringValue else { throw LogEntryDecodingError(message: "invalid author") }
+            f.author = t
+        }
         f.time = o["time"]?.stringValue
         f.compacted = o["compacted"]?.boolValue ?? false
         if let a = o["ancestors"] {
@@ -211,6 +231,7 @@ extension LogEntry {
         var object: String?
         var size: Int?
         var origin: String?
+        var author: String?
         var time: String?
         var compacted = false
         var ancestors: [String] = []
@@ -250,6 +271,8 @@ extension LogEntry {
         self.kind = kind
         self.size = f.size ?? 0
         self.origin = f.origin ?? "local"
+        if let author = f.author, LogEntry.authorProblem(author) != nil { throw fail("invalid author") }
+        self.author = f.author
         self.time = f.time ?? ""
         if let why = LogEntry.shapeProblem(rev: rev, parent: parent, merged: merged, ancestors: ancestors, deleted: deleted,
                                            hasObject: object != nil || compacted) {

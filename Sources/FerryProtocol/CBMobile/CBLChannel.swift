@@ -250,7 +250,7 @@ public final class CBLChannel: ReplicationChannel {
         do {
             message = try CBLRequestEncoding.encode(request, aliases: aliases)
         } catch {
-            if case let .rev(doc, rev, _, sequence, _, _) = request {
+            if case let .rev(doc, rev, _, sequence, _, _, _) = request {
                 // The peer asked for it: say it will not come rather than let it wait.
                 _ = notify(.norev(doc: doc, rev: rev, sequence: sequence, status: error.status, reason: error.message))
             }

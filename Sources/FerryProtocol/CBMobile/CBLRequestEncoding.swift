@@ -47,7 +47,7 @@ enum CBLRequestEncoding {
             }
             flags.formUnion([.urgent, .compressed])
             return .request(profile: "proposeChanges", body: JSONValue.array(rows).canonicalBytes, flags: flags)
-        case let .rev(doc, rev, history, sequence, body, merged):
+        case let .rev(doc, rev, history, sequence, body, merged, _):
             var properties: BLIPProperties = ["id": try CBLDocumentIDs.cblID(doc), "rev": rev.description, "sequence": String(sequence)]
             if !history.isEmpty { properties["history"] = history.map(\.description).joined(separator: ",") }
             var json: JSONValue = .object([:])

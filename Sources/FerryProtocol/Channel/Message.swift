@@ -113,7 +113,9 @@ public enum Request: Sendable, Equatable {
     case proposeChanges([ProposedChange])
     /// Sends one revision with its history (parent first); a merge also names the leaf it
     /// merged (its second parent).
-    case rev(doc: DocumentID, rev: RevisionID, history: [RevisionID], sequence: Int, body: RevisionBody, merged: RevisionID? = nil)
+    /// `author` names who made it (`NAME@HOST`), when the sender knows.
+    case rev(doc: DocumentID, rev: RevisionID, history: [RevisionID], sequence: Int, body: RevisionBody, merged: RevisionID? = nil,
+             author: String? = nil)
     /// Says a requested revision cannot be sent (always sent with `noreply`).
     case norev(doc: DocumentID, rev: RevisionID, sequence: Int, status: Int, reason: String)
     /// Asks for a blob's bytes from `offset`, at most `length` of them (nil: to the end),

@@ -12,7 +12,7 @@ public enum FrameCodec {
     /// The compact JSON text of a frame.
     public static func encode(_ frame: Frame) -> [UInt8] {
         var out = json(frame).canonicalBytes
-        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body), _)) = frame {
+        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body), _, _)) = frame {
             // Spliced in as stored, in place of the object's closing brace.
             out.removeLast()
             out += Array(#","body":"#.utf8)
@@ -63,9 +63,10 @@ public enum FrameCodec {
             return ["changes": .array(entries.map { e in
                 [.string(e.doc.rawValue), .string(e.rev.description), .string(e.parent?.description ?? ""), .int(e.bodySize)]
             })]
-        case let .rev(doc, rev, history, sequence, body, merged):
+        case let .rev(doc, rev, history, sequence, body, merged, author):
             var o: [String: JSONValue] = ["doc": .string(doc.rawValue), "rev": .string(rev.description), "history": revs(history), "sequence": .int(sequence)]
             if let merged { o["merged"] = .string(merged.description) }
+            if let author { o["author"] = .string(author) }
             switch body {
             case .deleted: o["deleted"] = true
             case .json(let value): o["body"] = value
@@ -204,7 +205,9 @@ public enum FrameCodec {
                 }
                 merged = m
             }
-            return .rev(doc: doc, rev: rev, history: history, sequence: try r.sequence("sequence"), body: body, merged: merged)
+            let author = try r.optionalString("author")
+            if let author, let why = LogEntry.authorProblem(author) { throw ProtocolError(.invalidField, "author of \(doc)@\(rev): \(why)") }
+            return .rev(doc: doc, rev: rev, history: history, sequence: try r.sequence("sequence"), body: body, merged: merged, author: author)
         case "norev":
             return .norev(doc: try Reader.doc(try r.value("doc")), rev: try Reader.rev(try r.value("rev")), sequence: try r.sequence("sequence"),
                           status: try r.int("status"), reason: try r.optionalString("reason") ?? "")

@@ -43,12 +43,16 @@ extension PeerSession {
             await answerChanges(handle, entries)
         case .proposeChanges(let entries):
             await answerProposal(handle, entries)
-        case let .rev(doc, rev, history, _, body, merged):
+        case let .rev(doc, rev, history, _, body, merged, author):
             if readOnly {
                 await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
                 return
             }
-            let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, ticket: ticket ?? arrivalOrder.take(doc))
+            if relatedness != nil {
+                await probeRevision(handle, doc: doc, rev: rev, history: history)
+                return
+            }
+            let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, ticket: ticket ?? arrivalOrder.take(doc))
             answerReceipt(handle, doc: doc, rev: rev, result)
         case let .getAttachment(digest, offset, length):
             await sendBlob(digest, offset: offset, length: length, to: handle)

@@ -15,6 +15,10 @@ extension PeerSession {
             await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
             return
         }
+        if relatedness != nil {
+            await answerProbeChanges(handle, entries)
+            return
+        }
         guard !entries.isEmpty else {
             await respond(handle, .changes([], maxHistory: nil))
             // The peer's pass is all here: merge what it opened, with its whole history at hand.
@@ -63,7 +67,7 @@ extension PeerSession {
     /// here) straight into the inbox, without a task; the drain answers it. False for any
     /// other request, which is served by a task of its own.
     func receiveAtOnce(_ incoming: IncomingRequest) -> Bool {
-        guard case let .rev(doc, rev, history, _, body, merged) = incoming.request, !readOnly, !closed, arrivalOrder.isClear(doc),
+        guard case let .rev(doc, rev, history, _, body, merged, author) = incoming.request, !readOnly, !closed, relatedness == nil, arrivalOrder.isClear(doc),
               FolderStore.nameRefusal(doc) == nil else { return false }
         switch body {
         case .deleted:
@@ -75,7 +79,7 @@ extension PeerSession {
         case .delta, .canonicalJSON:
             return false
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author)
         inbox.append(ReceivedRevision(revision: remote, then: .answer(incoming.handle), size: incoming.size))
         budget.queued(incoming.size)
         inboxSignal?.yield()
@@ -87,7 +91,7 @@ extension PeerSession {
     /// canonical bytes when they were computed to check it). A JSON body's files start being
     /// written now, on the folder's file worker, while the store is busy with earlier ones.
     private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
-                          canonical: [UInt8]? = nil) -> RemoteRevision {
+                          author: String?, canonical: [UInt8]? = nil) -> RemoteRevision {
         var object: BlobDigest?
         var size = 0
         var jsonBody: ReceivedBody?
@@ -105,7 +109,7 @@ extension PeerSession {
         var isDeletion = false
         if case .deleted = body { isDeletion = true }
         let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: isDeletion, object: object,
-                                        size: size, origin: channel.remotePeer ?? "peer", merged: merged)
+                                        size: size, origin: channel.remotePeer ?? "peer", merged: merged, author: author)
         return RemoteRevision(incoming: incoming, jsonBody: jsonBody)
     }
 
@@ -129,7 +133,7 @@ extension PeerSession {
     /// Stores a revision from the peer: its missing blobs first (verified as they arrive), then
     /// the revision with its body, through the drain task's next group, after the revisions of
     /// the same document that arrived before it (`ticket`, see `ArrivalOrder`).
-    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
+    func receive(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?, author: String?,
                  ticket: Int) async -> Result<[LogEntry], ReceiveFailure> {
         let prepared = await prepareBody(doc: doc, rev: rev, history: history, body: body, merged: merged)
         if !arrivalOrder.isTurn(doc, ticket) {
@@ -141,7 +145,7 @@ extension PeerSession {
         case .success(let ready): (body, canonical) = ready
         case .failure(let failure): return .failure(failure)
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, canonical: canonical)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, canonical: canonical)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {

@@ -171,7 +171,7 @@ extension PeerSession {
         let history = store.historyToSend(rev, doc: doc, knownByPeer: known)
         let merged = tree.mergedParent(of: rev)
         func request(_ body: RevisionBody) -> Request {
-            .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body, merged: merged)
+            .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body, merged: merged, author: node.author)
         }
         if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted)) }
         guard doc.kind == .json else {

@@ -35,6 +35,8 @@ public actor PeerSession {
     /// to the connection, not to the peer id it claims, which any peer could claim).
     var receivedHere = ReceivedHere()
     var closed = false
+    /// Set while the first sync with a peer checks that the folders are related (a dry pull).
+    var relatedness: RelatednessProbe?
     /// Why the session closed the connection (the channel keeps its own: a protocol
     /// violation or a refused hello).
     var localCloseReason: String?
@@ -116,7 +118,7 @@ public actor PeerSession {
                     }
                     if !receiveAtOnce(incoming) {
                         var ticket: Int?
-                        if case .rev(let doc, _, _, _, _, _) = incoming.request, !readOnly { ticket = arrivalOrder.take(doc) }
+                        if case .rev(let doc, _, _, _, _, _, _) = incoming.request, !readOnly, relatedness == nil { ticket = arrivalOrder.take(doc) }
                         group.addTask {
                             await self.serve(incoming, ticket: ticket)
                             await self.requestFinished()

@@ -18,10 +18,13 @@ public struct IncomingRevision: Sendable, Equatable {
     public var size: Int
     /// The peer it came from.
     public var origin: String
+    /// Who made it, as the peer says (`LogEntry.author`).
+    public var author: String?
 
     /// An incoming revision.
     public init(doc: DocumentID, rev: RevisionID, history: [RevisionID], deleted: Bool, object: BlobDigest?, size: Int, origin: String,
-                merged: RevisionID? = nil) {
+                merged: RevisionID? = nil, author: String? = nil) {
+        self.author = author
         self.doc = doc
         self.rev = rev
         self.history = history
@@ -60,7 +63,7 @@ extension FolderStore {
         let entry = LogEntry(seq: nextSeq, doc: doc, rev: incoming.rev, parent: incoming.history.first,
                              deleted: incoming.deleted, kind: doc.kind, object: incoming.object, size: incoming.size,
                              origin: incoming.origin, time: Timestamp.now(), ancestors: ancestors,
-                             merged: incoming.history.isEmpty ? nil : incoming.merged)
+                             merged: incoming.history.isEmpty ? nil : incoming.merged, author: incoming.author)
         pinFileBase(doc)
         try commit([entry])
         guard resolve else {
@@ -210,11 +213,11 @@ extension FolderStore {
                 mergeRev = RevisionID.compute(parent: winner.rev, deleted: false, body: body.object, merged: loser.rev)
                 entries.append(LogEntry(seq: nextSeq, doc: doc, rev: mergeRev, parent: winner.rev, deleted: false, kind: doc.kind,
                                         object: body.object, size: body.size, origin: "local", time: time, conflict: record,
-                                        merged: loser.rev))
+                                        merged: loser.rev, author: author))
             }
             let closing = RevisionID.closing(loser.rev, mergedInto: mergeRev)
             entries.append(LogEntry(seq: nextSeq + entries.count, doc: doc, rev: closing, parent: loser.rev, deleted: true,
-                                    kind: doc.kind, object: nil, size: 0, origin: "local", time: time, conflict: record))
+                                    kind: doc.kind, object: nil, size: 0, origin: "local", time: time, conflict: record, author: author))
             pinFileBase(doc)
             try commit(entries)
             logger.info("resolved conflict", metadata: ["doc": "\(doc)", "winner": "\(winner.rev)", "loser": "\(loser.rev)",
@@ -242,7 +245,7 @@ extension FolderStore {
                 let closing = RevisionID.compute(parent: live.rev, deleted: true, body: nil)
                 entries.append(LogEntry(seq: nextSeq + entries.count, doc: doc, rev: closing, parent: live.rev, deleted: true,
                                         kind: doc.kind, object: nil, size: 0, origin: "local", time: Timestamp.now(),
-                                        conflict: ConflictRecord(winner: deletion.rev, loser: live.rev, resolution: .winner)))
+                                        conflict: ConflictRecord(winner: deletion.rev, loser: live.rev, resolution: .winner), author: author))
                 break
             }
         }

@@ -79,6 +79,20 @@ public final class FolderStore {
     public var isWritable: Bool { lock != nil }
     /// The folder's path.
     public var root: String { layout.root }
+    /// The author of the revisions made here: the folder's name and the host's (`inventory@laptop`).
+    public private(set) lazy var author: String = Self.author(folder: info.name)
+
+    /// `NAME@HOST`, made fit for a log column (`LogEntry.authorProblem`).
+    static func author(folder name: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "localhost"
+        let shortHost = host.split(separator: ".").first.map(String.init) ?? host
+        let text = String(String.UnicodeScalarView(("\(name)@\(shortHost)").unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
+        var bounded = text
+        while bounded.utf8.count > LogEntry.maxAuthorBytes { bounded.removeLast() }
+        return bounded
+    }
 
     private init(layout: FolderLayout, info: FolderInfo, writable: Bool, logger: Logger) throws(StoreError) {
         self.layout = layout
@@ -259,7 +273,7 @@ public final class FolderStore {
         let rev = RevisionID.compute(parent: parent, deleted: false, body: object)
         if index[doc]?.contains(rev) == true { return nil }
         let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: parent, deleted: false, kind: doc.kind,
-                             object: object, size: size, origin: "local", time: Timestamp.now())
+                             object: object, size: size, origin: "local", time: Timestamp.now(), author: author)
         try commit([entry])
         logger.info("recorded revision", metadata: ["doc": "\(doc)", "rev": "\(rev)"])
         return entry
@@ -273,7 +287,7 @@ public final class FolderStore {
         let rev = RevisionID.compute(parent: parent, deleted: true, body: nil)
         if index[doc]?.contains(rev) == true { return nil }
         let entry = LogEntry(seq: nextSeq, doc: doc, rev: rev, parent: parent, deleted: true, kind: doc.kind,
-                             object: nil, size: 0, origin: "local", time: Timestamp.now())
+                             object: nil, size: 0, origin: "local", time: Timestamp.now(), author: author)
         try commit([entry])
         logger.info("recorded deletion", metadata: ["doc": "\(doc)", "rev": "\(rev)"])
         return entry

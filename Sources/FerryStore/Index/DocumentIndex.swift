@@ -26,6 +26,9 @@ public struct DocumentIndex: Sendable {
     private var feedIsBuilt = false
     /// False once a damaged log put a sequence out of order: the feed is then searched whole.
     private var feedIsSorted = true
+    /// Each author name once: a folder has a few authors and many revisions, so nodes share
+    /// one string's storage instead of a copy per log line.
+    private var authors: Set<String> = []
 
     /// An empty index.
     public init() {}
@@ -34,7 +37,11 @@ public struct DocumentIndex: Sendable {
     public mutating func apply(_ e: LogEntry) {
         // Mutated in place through the subscript: copying the tree out and back would copy
         // its dictionaries on every revision (quadratic in a document's history).
-        Self.apply(e, to: &trees[e.doc, default: RevisionTree()])
+        var author = e.author
+        if let name = author {
+            if let known = authors.firstIndex(of: name) { author = authors[known] } else { authors.insert(name) }
+        }
+        Self.apply(e, author: author, to: &trees[e.doc, default: RevisionTree()])
         if e.seq <= lastSeq { feedIsSorted = false }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
@@ -55,12 +62,12 @@ public struct DocumentIndex: Sendable {
         feedIsBuilt = true
     }
 
-    private static func apply(_ e: LogEntry, to tree: inout RevisionTree) {
+    private static func apply(_ e: LogEntry, author: String?, to tree: inout RevisionTree) {
         if let parent = e.parent, !e.ancestors.isEmpty || !tree.contains(parent) {
             tree.insertHistory([parent] + e.ancestors)
         }
         tree.insert(RevisionNode(rev: e.rev, parent: e.parent, deleted: e.deleted, object: e.object,
-                                 size: e.size, seq: e.seq, origin: e.origin))
+                                 size: e.size, seq: e.seq, origin: e.origin, author: author))
         // Logs written before merges named their second parent carry it in the merged
         // revision's conflict record (the loser it took in).
         if let merged = e.merged ?? (e.deleted ? nil : e.conflict?.loser), e.parent != nil {

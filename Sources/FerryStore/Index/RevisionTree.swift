@@ -17,6 +17,8 @@ public struct RevisionNode: Sendable, Equatable {
     public var seq: Int
     /// Where it came from: "local" or a peer id.
     public var origin: String
+    /// Who made it (`LogEntry.author`).
+    public var author: String? = nil
 
     /// True when the body is stored here.
     public var hasBody: Bool { object != nil }

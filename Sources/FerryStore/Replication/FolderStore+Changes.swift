@@ -16,6 +16,8 @@ public struct RecordedRevision: Sendable, Equatable {
     public var origin: String
     /// Its body's object (nil for a deletion).
     public var object: BlobDigest?
+    /// Who made it (`LogEntry.author`).
+    public var author: String?
 }
 
 extension FolderStore {
@@ -32,7 +34,7 @@ extension FolderStore {
             if let docIDs, !docIDs.contains(e.doc) { continue }
             guard let node = index[e.doc]?.nodes[e.rev] else { continue }
             out.append(RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
-                                        origin: node.origin, object: node.object))
+                                        origin: node.origin, object: node.object, author: node.author))
             if out.count >= limit { break }
         }
         return out

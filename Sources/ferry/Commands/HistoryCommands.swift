@@ -33,7 +33,7 @@ struct LogCommand: ParsableCommand {
         for e in entries { print(Self.line(e)) }
     }
 
-    /// `seq  time  rev  doc  what  origin`.
+    /// `seq  time  rev  doc  what  author  origin` (author `-` when unknown).
     static func line(_ e: LogEntry) -> String {
         let what: String
         if let c = e.conflict {
@@ -45,7 +45,7 @@ struct LogCommand: ParsableCommand {
         } else {
             what = "edited (\(e.size) bytes)"
         }
-        return "\(e.seq)\t\(e.time)\t\(e.rev)\t\(e.doc)\t\(what)\t\(e.origin)"
+        return "\(e.seq)\t\(e.time)\t\(e.rev)\t\(e.doc)\t\(what)\t\(e.author ?? "-")\t\(e.origin)"
     }
 }
 

@@ -151,6 +151,9 @@ struct ClientOptions: ParsableArguments {
         valueName: "ferry|cbl|auto"))
     var peerProtocol: PeerProtocol = .auto
 
+    @Flag(help: "Sync even with a folder that shares no history with this one and holds other documents at the same paths (they are merged).")
+    var allowUnrelated = false
+
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
     var docIDs: [String] = []
 
@@ -184,6 +187,7 @@ struct ClientOptions: ParsableArguments {
         merged.heartbeat = heartbeat
         merged.connectTimeout = connectTimeout
         merged.docIDs = docIDs
+        merged.allowUnrelated = allowUnrelated
         if peerProtocol != .auto { merged.peerProtocol = peerProtocol }
         if access.choosesTrust {
             (merged.access.pin, merged.access.acceptSelfSigned, merged.access.caFile) = (access.pin, access.acceptSelfSigned, access.caFile)
@@ -215,6 +219,7 @@ struct ClientOptions: ParsableArguments {
         peer.heartbeat = .milliseconds(Int(heartbeat * 1000))
         peer.connectTimeout = .milliseconds(Int(connectTimeout * 1000))
         peer.peerProtocol = peerProtocol
+        peer.refuseUnrelated = !allowUnrelated
         if !docIDs.isEmpty {
             peer.docIDs = try docIDs.map { id in
                 do { return try DocumentID(id) } catch { throw CLIError("--doc-id \(id): \(error)", exitCode: 2) }
