@@ -66,6 +66,9 @@ extension FolderStore {
                              merged: incoming.history.isEmpty ? nil : incoming.merged, author: incoming.author)
         pinFileBase(doc)
         try commit([entry])
+        if let loser = entry.merged, let winner = entry.parent, !entry.deleted {
+            conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner, loser: loser, resolution: .merged, mergedBy: incoming.origin))
+        }
         guard resolve else {
             if index[doc]?.hasConflict == true { unresolved.insert(doc) }
             return [entry]
@@ -209,6 +212,11 @@ extension FolderStore {
             var entries: [LogEntry] = []
             let time = Timestamp.now()
             var mergeRev = tree.merge(of: loser.rev, below: winner.rev) ?? winner.rev
+            if alreadyMerged, let merge = tree.nodes[mergeRev], let parent = merge.parent.flatMap({ tree.nodes[$0] }),
+               merge.object != parent.object {
+                // The peer that sent the merge took in values of the loser: say so here too.
+                resolution = .merged
+            }
             if !alreadyMerged {
                 mergeRev = RevisionID.compute(parent: winner.rev, deleted: false, body: body.object, merged: loser.rev)
                 entries.append(LogEntry(seq: nextSeq, doc: doc, rev: mergeRev, parent: winner.rev, deleted: false, kind: doc.kind,
@@ -220,6 +228,7 @@ extension FolderStore {
                                     kind: doc.kind, object: nil, size: 0, origin: "local", time: time, conflict: record, author: author))
             pinFileBase(doc)
             try commit(entries)
+            conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner.rev, loser: loser.rev, resolution: resolution, mergedBy: nil))
             logger.info("resolved conflict", metadata: ["doc": "\(doc)", "winner": "\(winner.rev)", "loser": "\(loser.rev)",
                                                         "resolution": "\(resolution.rawValue)"])
             made += entries

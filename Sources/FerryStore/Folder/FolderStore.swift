@@ -58,6 +58,9 @@ public final class FolderStore {
     /// Documents with more than one live leaf whose resolution waits for the end of a peer's
     /// pass (`applyRemote(resolve: false)`, `resolvePendingConflicts`).
     public internal(set) var unresolved: Set<DocumentID> = []
+    /// Conflicts closed since the folder was opened, here or by a peer whose merge arrived
+    /// (what `ferry sync` and the agent's log report).
+    public internal(set) var conflictsClosed = ConflictTally()
     /// True while an agent watches the folder: a document whose file is missing when a peer's
     /// revision arrives is not recorded as deleted then (an editor saving by rename leaves no
     /// file for a moment); the watcher reports it once it has stayed away (`ingest(whenMissing:)`).
