@@ -13,6 +13,7 @@ struct FerryCommand: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, ServeCommand.self, SyncCommand.self, ScanCommand.self, StatusCommand.self, LogCommand.self, ShowCommand.self,
             ConflictsCommand.self, VerifyCommand.self, CompactCommand.self, UsersCommand.self, IdentityCommand.self, PeerCommand.self, PeersCommand.self,
+            DiffCommand.self, RestoreCommand.self,
         ]
     )
 }

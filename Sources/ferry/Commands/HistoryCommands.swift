@@ -2,7 +2,7 @@ import ArgumentParser
 import FerryCore
 import FerryStore
 
-/// `ferry log [DOC]`: revision history, newest first.
+/// `ferry log [DOC] [-p]`: revision history, newest first.
 struct LogCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log",
@@ -13,6 +13,9 @@ struct LogCommand: ParsableCommand {
 
     @Option(name: .shortAndLong, help: "Show at most this many revisions.")
     var count: Int?
+
+    @Flag(name: [.customShort("p"), .long], help: "Under each revision, its change against its parent (as `ferry diff` prints it).")
+    var patch = false
 
     @OptionGroup var folder: FolderOptions
     @OptionGroup var output: OutputOptions
@@ -26,11 +29,19 @@ struct LogCommand: ParsableCommand {
         let read = try RevisionLog.read(path: FolderLayout(root: root).logFile)
         var entries = read.entries.reversed().filter { filter == nil || $0.doc == filter! }
         if let count { entries = Array(entries.prefix(max(0, count))) }
+        let patches = patch ? try PatchReader(folder: folder) : nil
         if output.json {
-            printJSON(.array(entries.map(\.json)))
+            printJSON(.array(try entries.map { e in
+                guard let patches, case .object(var o) = e.json else { return e.json }
+                o["changes"] = .array(try patches.patch(e).changes)
+                return .object(o)
+            }))
             return
         }
-        for e in entries { print(Self.line(e)) }
+        for e in entries {
+            print(Self.line(e))
+            for p in try patches?.patch(e).lines ?? [] { print("    " + p) }
+        }
     }
 
     /// `seq  time  rev  doc  what  author  origin` (author `-` when unknown).
@@ -55,24 +66,14 @@ struct ShowCommand: ParsableCommand {
         commandName: "show",
         abstract: "Print a document's body at a revision (default: its current revision).")
 
-    @Argument(help: ArgumentHelp("The document, optionally with @REV.", valueName: "doc[@rev]"))
+    @Argument(help: ArgumentHelp("The document, optionally with @REV: an id, a unique prefix of one or of its digest, a generation (2) or -N.", valueName: "doc[@rev]"))
     var target: String
 
     @OptionGroup var folder: FolderOptions
 
     func run() throws {
         let store = try folder.open(writable: false)
-        var docText = target
-        var rev: RevisionID?
-        if let at = target.lastIndex(of: "@"), let r = try? RevisionID(String(target[target.index(after: at)...])) {
-            docText = String(target[..<at])
-            rev = r
-        }
-        let doc = try DocumentID(docText)
-        guard let tree = store.index[doc] else { throw StoreError(.notFound, "no document \(doc) in \(store.root)") }
-        guard let node = rev.map({ tree.nodes[$0] }) ?? tree.current else {
-            throw StoreError(.notFound, "\(doc) has no revision \(rev!)")
-        }
+        let (doc, node, _) = try store.revision(named: target)
         if node.deleted { throw StoreError(.notFound, "\(doc)@\(node.rev) is a deletion") }
         if doc.kind == .json {
             FileHandleOutput.stdout(try store.jsonBody(of: node, doc: doc).prettyBytes)
