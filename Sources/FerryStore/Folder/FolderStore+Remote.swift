@@ -68,6 +68,8 @@ extension FolderStore {
         try commit([entry])
         if let loser = entry.merged, let winner = entry.parent, !entry.deleted {
             conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner, loser: loser, resolution: .merged, mergedBy: incoming.origin))
+            logger.info("a conflict merged by the peer arrived", metadata: ["doc": "\(doc)", "winner": "\(winner)", "loser": "\(loser)",
+                                                                          "merge": "\(entry.rev)"])
         }
         guard resolve else {
             if index[doc]?.hasConflict == true { unresolved.insert(doc) }

@@ -99,7 +99,18 @@ struct ConflictsCommand: ParsableCommand {
         for e in try store.readLogEntries() {
             guard let c = e.conflict else { continue }
             if !e.deleted { mergedRevs[c] = e.rev; continue }
-            resolved.append((e.doc, c, mergedRevs[c], e.rev, e.time))
+            // A merge made by the peer that sent it has no record here: find it in the tree.
+            let tree = store.index[e.doc]
+            let merged = mergedRevs[c] ?? tree?.current.flatMap { tree?.merge(of: c.loser, below: $0.rev) }
+            resolved.append((e.doc, c, merged, e.rev, e.time))
+        }
+        /// What each side lost, and how the conflict was closed, from the bodies (the same on every peer).
+        func story(_ r: (doc: DocumentID, record: ConflictRecord, merged: RevisionID?, closing: RevisionID, time: String))
+            -> (how: String, lost: (winner: [LostValue], loser: [LostValue])?) {
+            let nodes = store.index[r.doc]?.nodes
+            let tookIn = r.merged.map { m in nodes?[m]?.object != nodes?[r.record.winner]?.object } ?? false
+            let how = tookIn ? "merged into \(r.merged!)" : "winner's body kept"
+            return (how, store.lostValues(r.doc, winner: r.record.winner, loser: r.record.loser, result: r.merged ?? r.record.winner))
         }
         let open = store.index.trees.filter { $0.value.liveLeaves.count > 1 }.sorted { $0.key < $1.key }
         // Documents whose revision cannot be put at their path here (a file or a symbolic link
@@ -114,6 +125,14 @@ struct ConflictsCommand: ParsableCommand {
                         "closing": .string(r.closing.description), "time": .string(r.time),
                     ]
                     if let m = r.merged { o["merged"] = .string(m.description) }
+                    let told = story(r)
+                    o["how"] = .string(told.how)
+                    if let lost = told.lost {
+                        func list(_ values: [LostValue]) -> JSONValue {
+                            .array(values.map { ["path": .string($0.path), "had": $0.had ?? .null, "kept": $0.kept ?? .null] })
+                        }
+                        o["lost"] = ["winner": list(lost.winner), "loser": list(lost.loser)]
+                    }
                     return .object(o)
                 }),
                 "open": .array(open.map { ["doc": .string($0.key.rawValue), "leaves": .array($0.value.liveLeaves.map { .string($0.rev.description) })] }),
@@ -123,8 +142,14 @@ struct ConflictsCommand: ParsableCommand {
         }
         if resolved.isEmpty && open.isEmpty && heldBack.isEmpty { print("No conflicts.") }
         for r in resolved {
-            let how = r.merged.map { "merged into \($0)" } ?? "winner's body kept"
-            print("\(r.time)\t\(r.doc)\twinner \(r.record.winner)\tloser \(r.record.loser)\t\(how)\tlosing branch closed by \(r.closing)")
+            let told = story(r)
+            print("\(r.time)\t\(r.doc)\twinner \(r.record.winner)\tloser \(r.record.loser)\t\(told.how)\tlosing branch closed by \(r.closing)")
+            for (side, values) in [("winner", told.lost?.winner ?? []), ("loser", told.lost?.loser ?? [])] {
+                for v in values {
+                    let had = v.had.map { JSONDiff.excerpt($0) } ?? "(removed)", kept = v.kept.map { JSONDiff.excerpt($0) } ?? "(absent)"
+                    print("    the \(side) lost \(v.path): \(had), kept \(kept)")
+                }
+            }
         }
         for (doc, tree) in open {
             print("OPEN\t\(doc)\tleaves \(tree.liveLeaves.map(\.rev.description).joined(separator: ", "))")

@@ -89,7 +89,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         switch result {
         case .success(let totals):
-            progress.finish(totals)
+            progress.finish(totals, conflicts: await shared.perform { $0.conflictsClosed })
         case .failure(let error):
             progress.clearLine()
             let kind = (error as? ClassifiedFailure)?.failureKind ?? .transient
@@ -171,16 +171,28 @@ struct ProgressReporter: Sendable {
         if isTerminal { FileHandleOutput.stderrRaw("\r\u{1B}[K") }
     }
 
-    func finish(_ totals: ReplicationStats) {
+    func finish(_ totals: ReplicationStats, conflicts: ConflictTally) {
         clearLine()
         if json {
             printJSON(["url": .string(url), "revisions_received": .int(totals.revisionsReceived), "revisions_sent": .int(totals.revisionsSent),
                        "blobs_received": .int(totals.blobsReceived), "revisions_failed": .int(totals.revisionsFailed),
-                       "bytes_sent": .int(totals.bytesSent), "bytes_received": .int(totals.bytesReceived)])
+                       "bytes_sent": .int(totals.bytesSent), "bytes_received": .int(totals.bytesReceived),
+                       "conflicts_resolved": .int(conflicts.count),
+                       "conflicts": .array(conflicts.closed.map { c in
+                           var o: [String: JSONValue] = ["doc": .string(c.doc.rawValue), "winner": .string(c.winner.description),
+                                                         "loser": .string(c.loser.description), "resolution": .string(c.resolution.rawValue)]
+                           if let peer = c.mergedBy { o["merged_by"] = .string(peer) }
+                           return .object(o)
+                       })])
         } else {
             print("up to date with \(url): received \(totals.revisionsReceived), sent \(totals.revisionsSent) revisions, \(totals.blobsReceived) blobs"
                   + (totals.revisionsFailed > 0 ? ", \(totals.revisionsFailed) failed" : "")
                   + " (\(totals.bytesSent) bytes sent, \(totals.bytesReceived) received)")
+            if conflicts.count > 0 {
+                let named = conflicts.closed.prefix(5).map { "\($0.doc) (\($0.resolution == .merged ? "merged" : "winner's body kept"))" }
+                let more = conflicts.count > named.count ? " and \(conflicts.count - named.count) more" : ""
+                print("\(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s") resolved: \(named.joined(separator: ", "))\(more); `ferry conflicts` tells what each side lost")
+            }
         }
     }
 }

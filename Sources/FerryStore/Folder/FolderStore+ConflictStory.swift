@@ -1,0 +1,55 @@
+import FerryCore
+
+/// What one side of a closed conflict set that the result does not hold: the story
+/// `ferry conflicts` tells, the same on every peer (it is computed from the bodies, which
+/// every peer has, not from what happened where).
+public struct LostValue: Sendable, Equatable {
+    /// Where, in `JSONDiff.render` notation.
+    public var path: String
+    /// What that side had there (nil: it had removed it).
+    public var had: JSONValue?
+    /// What the result holds there (nil: nothing).
+    public var kept: JSONValue?
+}
+
+extension FolderStore {
+    /// The values the winner and the loser of a closed conflict each set (changed from their
+    /// merge base) that `result`, the revision that closed it on the winning side, does not
+    /// hold. Nil when a body is not here (compacted) or the document is not JSON.
+    public func lostValues(_ doc: DocumentID, winner: RevisionID, loser: RevisionID, result: RevisionID)
+        -> (winner: [LostValue], loser: [LostValue])? {
+        guard doc.kind == .json, let tree = index[doc],
+              let w = tree.nodes[winner], let l = tree.nodes[loser], let r = tree.nodes[result],
+              let winnerBody = try? jsonBody(of: w, doc: doc), let loserBody = try? jsonBody(of: l, doc: doc),
+              let resultBody = try? jsonBody(of: r, doc: doc) else { return nil }
+        // The newest common ancestor with a body; none (unrelated first revisions): the empty object.
+        let base = tree.mergeBases(winner, loser).compactMap { tree.nodes[$0] }.filter(\.hasBody).max { $0.rev < $1.rev }
+        let baseBody = base.flatMap { try? jsonBody(of: $0, doc: doc) } ?? .object([:])
+        func lost(_ side: JSONValue) -> [LostValue] {
+            JSONDiff.changes(from: baseBody, to: side).compactMap { change in
+                let kept = Self.value(at: change.path, in: resultBody)
+                guard kept != change.new else { return nil }
+                return LostValue(path: JSONDiff.render(change.path), had: change.new, kept: kept)
+            }
+        }
+        return (lost(winnerBody), lost(loserBody))
+    }
+
+    /// The value at `path` in `value`, or nil when there is none.
+    static func value(at path: [JSONPathComponent], in value: JSONValue) -> JSONValue? {
+        var current = value
+        for step in path {
+            switch (step, current) {
+            case let (.key(k), .object(o)):
+                guard let next = o[k] else { return nil }
+                current = next
+            case let (.index(i), .array(a)):
+                guard a.indices.contains(i) else { return nil }
+                current = a[i]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+}
