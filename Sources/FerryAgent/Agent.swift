@@ -101,7 +101,8 @@ public final class Agent: @unchecked Sendable {
         let replicators = ReplicatorRegistry()
         for peer in configuration.peers { replicators.add(peer, makeReplicator(peer, shared)) }
         let advertisement = await advertise(listener, shared: shared)
-        let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators)
+        let incoming = IncomingPeers()
+        let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators, incoming: incoming)
 
         // Started in this order, stopped in the reverse one (ServiceGroup's graceful shutdown):
         // status and discovery go first, then the replications and the listener close their
@@ -114,7 +115,7 @@ public final class Agent: @unchecked Sendable {
             let service = ListenerService(listener: listener, accepted: accepted, shared: shared,
                                           readOnly: configuration.listen?.readOnly ?? false,
                                           features: configuration.listen?.deltaSync == true ? [ProtocolFeature.delta] : [],
-                                          logger: logger)
+                                          incoming: incoming, logger: logger)
             services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup))
         }
         for (_, replicator) in replicators.all {
@@ -253,7 +254,7 @@ public final class Agent: @unchecked Sendable {
     }
 
     private func startControlSocket(shared: SharedStore, listener: Listener?, urls: [String],
-                                    replicators: ReplicatorRegistry) -> ControlSocket? {
+                                    replicators: ReplicatorRegistry, incoming: IncomingPeers) -> ControlSocket? {
         let pid = Int(getpid())
         let root = configuration.root
         let database = shared.info.name
@@ -262,7 +263,7 @@ public final class Agent: @unchecked Sendable {
             return try ControlSocket(path: shared.layout.stateDirectory + "/agent.sock") { request in
                 guard request == "status" else { return Array("{\"error\":\"unknown request\"}\n".utf8) }
                 return AgentStatus.snapshot(pid: pid, root: root, database: database, listener: listener, urls: urls,
-                                            readOnly: readOnly, replicators: replicators.all).prettyBytes
+                                            readOnly: readOnly, replicators: replicators.all, incoming: incoming).prettyBytes
             }
         } catch {
             logger.notice("no control socket; `ferry status` will show the folder only", metadata: ["error": "\(error)"])

@@ -3,12 +3,12 @@ import FerryNet
 import FerryReplicator
 
 /// The running agent's live state as the control socket answers it (and `ferry status`
-/// prints it): the listener's URLs and connection counts, and each replication's activity,
-/// progress and last error.
+/// prints it): the listener's URLs, connection counts and connected peers, and each
+/// replication's activity, progress and last error.
 public enum AgentStatus {
     /// The JSON answer to `status`.
     static func snapshot(pid: Int, root: String, database: String, listener: Listener?, urls: [String], readOnly: Bool,
-                         replicators: [(PeerEndpoint, Replicator)]) -> JSONValue {
+                         replicators: [(PeerEndpoint, Replicator)], incoming: IncomingPeers) -> JSONValue {
         var listening: JSONValue = .null
         if let listener {
             let counts = listener.connectionCounts
@@ -16,6 +16,7 @@ public enum AgentStatus {
                 "urls": .array(urls.map { .string($0) }),
                 "connections": ["total": .int(counts.total), "active": .int(counts.active)],
                 "read_only": .bool(readOnly),
+                "peers": incoming.json,
             ]
         }
         return [
@@ -27,11 +28,13 @@ public enum AgentStatus {
 
     /// One replication's status.
     public static func json(peer: PeerEndpoint, status: ReplicatorStatus) -> JSONValue {
+        let progress = ProgressEstimate.of(status.current, caughtUp: status.activity == .idle)
         var o: [String: JSONValue] = [
             "url": .string(peer.url.description),
+            "user": BasicCredentials.parse(peer.authorization).0.map { .string($0) } ?? .null,
             "direction": .string(peer.direction.rawValue),
             "activity": .string(status.activity.rawValue),
-            "progress": ["done": .int(status.current.revisionsDone), "total": .int(status.current.revisionsWanted)],
+            "progress": ["done": .int(progress.done), "total": .int(progress.total)],
             "revisions_sent": .int(status.totals.revisionsSent),
             "revisions_received": .int(status.totals.revisionsReceived),
             "blobs_received": .int(status.totals.blobsReceived),

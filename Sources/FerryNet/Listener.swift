@@ -181,7 +181,11 @@ struct ConnectionSetup: Sendable {
                     let bridge = try WebSocketBridge.install(on: channel, role: .server, maxMessageBytes: config.maxMessageBytes)
                     setups.upgraded(channel)
                     if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
-                    let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format)
+                    // The user is named only when a password check let it in (without one, the
+                    // header proves nothing); never the password.
+                    let user = config.passwordCheck == nil ? nil : BasicCredentials.parse(head.headers["Authorization"].first).0
+                    let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format,
+                                                    user: user, path: Route.path(of: head))
                     registry.add(connection)
                     channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                     return .webSocket(connection)

@@ -1,4 +1,5 @@
 import FerryProtocol
+import Foundation
 import NIOCore
 import NIOWebSocket
 
@@ -26,14 +27,32 @@ public final class PeerConnection: MessageTransport {
     public let remoteDescription: String
     /// What the connection speaks (the subprotocol both ends agreed on).
     public let wireFormat: WireFormat
+    /// The peer's address as `IP:port` (`[IPv6]:port`), for logs and `ferry status`.
+    public let remoteAddress: String
+    /// The user the listener authenticated (HTTP Basic); nil when it checks no passwords, and
+    /// on the dialing side.
+    public let user: String?
+    /// The path the peer asked for (`/DB` or `/DB/_blipsync`); empty on the dialing side.
+    public let path: String
+    /// When the connection became a WebSocket.
+    public let since = Date()
     let channel: Channel
     let bridge: WebSocketBridge
 
-    init(channel: Channel, bridge: WebSocketBridge, wireFormat: WireFormat) {
+    init(channel: Channel, bridge: WebSocketBridge, wireFormat: WireFormat, user: String? = nil, path: String = "") {
         self.channel = channel
         self.bridge = bridge
         self.wireFormat = wireFormat
+        self.user = user
+        self.path = path
         self.remoteDescription = channel.remoteAddress?.description ?? "unknown peer"
+        self.remoteAddress = Self.hostAndPort(channel.remoteAddress)
+    }
+
+    static func hostAndPort(_ address: SocketAddress?) -> String {
+        guard let address, let ip = address.ipAddress else { return "unknown" }
+        let host = ip.contains(":") ? "[\(ip)]" : ip
+        return address.port.map { "\(host):\($0)" } ?? host
     }
 
     /// Queues one WebSocket frame (masked when this end dialed); NIO writes frames in the

@@ -8,8 +8,23 @@ public struct ReplicationStats: Sendable, Equatable {
     public var blobsReceived = 0
     /// Revisions the peer refused or that could not be stored.
     public var revisionsFailed = 0
-    /// Revisions asked for (by either side) in this session: the progress total.
+    /// Revisions asked for (by either side) in this session: the progress total when no
+    /// count was announced.
     public var revisionsWanted = 0
+    /// Revisions the sending side said it has to offer before announcing them: the peer's
+    /// count on `subChanges` for a pull, this folder's own for a push. Zero when the peer
+    /// announces none (an older ferry, Couchbase Lite).
+    public var revisionsOffered = 0
+    /// Revisions announced that had nothing to move: already on the receiving side, or
+    /// delivered by this very connection (never announced back). They count as done, so a
+    /// bar measured against `revisionsOffered` ends full.
+    public var revisionsSkipped = 0
+    /// True once the pull's subscription was answered (with the peer's count, when it gives one).
+    public var pullSubscribed = false
+    /// True once this side has counted the changes it sends (its push, or a pull it serves).
+    public var sendingChanges = false
+    /// True once the peer has announced changes to this side (it pushes, or answers a pull).
+    public var receivingChanges = false
     /// True once the pull has caught up with the peer (since its last new change).
     public var pullCaughtUp = false
     /// True once the push has caught up with this folder (since its last new change).

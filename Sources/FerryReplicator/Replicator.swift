@@ -174,7 +174,15 @@ public final class Replicator: Sendable {
             self?.progress(stats)
         }
         let configuration = self.configuration
-        defer { finished.withLock { $0 = state.withLock { $0.totals } } }
+        defer {
+            finished.withLock {
+                $0 = state.withLock { $0.totals }
+                // What an ended connection offered and did not deliver is offered again by the
+                // next one (from the checkpoint): count only what it did, so the total stays true.
+                $0.revisionsOffered = $0.revisionsDone + $0.revisionsSkipped
+                $0.revisionsWanted = $0.revisionsDone
+            }
+        }
         // The byte counts change with every message and are not reported as they go: take
         // them (and the rest) once more when the session ends, however it ends.
         do {
@@ -236,6 +244,11 @@ public final class Replicator: Sendable {
             s.totals.blobsReceived += stats.blobsReceived
             s.totals.revisionsFailed += stats.revisionsFailed
             s.totals.revisionsWanted += stats.revisionsWanted
+            s.totals.revisionsOffered += stats.revisionsOffered
+            s.totals.revisionsSkipped += stats.revisionsSkipped
+            s.totals.pullSubscribed = stats.pullSubscribed
+            s.totals.sendingChanges = stats.sendingChanges
+            s.totals.receivingChanges = stats.receivingChanges
             s.totals.bytesSent += stats.bytesSent
             s.totals.bytesReceived += stats.bytesReceived
             let caughtUp = (!direction.pulls || stats.pullCaughtUp) && (!direction.pushes || stats.pushCaughtUp)

@@ -54,11 +54,25 @@ import FerryCore
         try rt(.attachment(length: 99), answering: "getAttachment")
         try rt(.ok, answering: "rev")
         try rt(.error(status: 403, message: "read-only"), answering: "rev")
+        try rt(.subscribed(count: 1_234), answering: "subChanges")
+        try rt(.subscribed(count: 0), answering: "subChanges")
     }
 
-    func rejects(_ text: String, _ code: ProtocolError.Code, limits: ProtocolLimits = ProtocolLimits()) {
+    /// The count on subChanges' answer is optional both ways: an older peer's `{}` reads as
+    /// `.ok` (no count: the progress total grows as changes come), and an older reader
+    /// ignores the member it does not know (`default: .ok`).
+    @Test func subChangesCountIsOptional() throws {
+        #expect(try FrameCodec.decode(Array(#"{"type":"response","re":3}"#.utf8)) { _ in "subChanges" } == .response(to: 3, .ok))
+        #expect(try FrameCodec.decode(Array(#"{"type":"response","re":3,"count":7}"#.utf8)) { _ in "subChanges" }
+                == .response(to: 3, .subscribed(count: 7)))
+        #expect(try FrameCodec.decode(Array(#"{"type":"response","re":3,"count":7}"#.utf8)) { _ in "rev" } == .response(to: 3, .ok))
+        rejects(#"{"type":"response","re":3,"count":-1}"#, .invalidField, answering: "subChanges")
+        rejects(#"{"type":"response","re":3,"count":"many"}"#, .malformed, answering: "subChanges")
+    }
+
+    func rejects(_ text: String, _ code: ProtocolError.Code, limits: ProtocolLimits = ProtocolLimits(), answering: String? = nil) {
         do {
-            _ = try FrameCodec.decode(Array(text.utf8), limits: limits) { _ in nil }
+            _ = try FrameCodec.decode(Array(text.utf8), limits: limits) { _ in answering }
             Issue.record("accepted: \(text)")
         } catch {
             #expect(error.code == code, "\(text): \(error)")

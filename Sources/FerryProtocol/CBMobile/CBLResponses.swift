@@ -42,7 +42,8 @@ enum CBLResponses {
     /// positions; entries the channel left out are "not wanted" (changes) or 403 (proposals).
     static func encode(_ response: Response, kept: [Int]?, total: Int) -> Result<(BLIPProperties, [UInt8]), BLIPErrorReply> {
         switch response {
-        case .ok:
+        case .ok, .subscribed:
+            // Couchbase Lite's subChanges reply has no count: an empty success.
             return .success(([:], []))
         case .error(let status, let message):
             return .failure(error(status: status, message: message))

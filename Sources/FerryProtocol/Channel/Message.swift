@@ -155,8 +155,11 @@ public struct Checkpoint: Sendable, Equatable {
 
 /// A response's payload, by what it answers.
 public enum Response: Sendable, Equatable {
-    /// Success with nothing to say (`rev`, `subChanges`).
+    /// Success with nothing to say (`rev`, and `subChanges` from a peer that announces no count).
     case ok
+    /// `subChanges` accepted, with how many changes the first pass will announce (the progress
+    /// total); a peer that does not say answers `.ok`.
+    case subscribed(count: Int)
     /// `hello`: the version chosen, the responder's peer id and the features both support.
     case hello(version: Int, peer: String, features: [String])
     /// `getCheckpoint`: the stored checkpoint and its revision.

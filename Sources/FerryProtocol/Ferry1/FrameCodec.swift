@@ -90,6 +90,7 @@ public enum FrameCodec {
     static func fields(_ response: Response) -> [String: JSONValue] {
         switch response {
         case .ok: return [:]
+        case let .subscribed(count): return ["count": .int(count)]
         case let .hello(version, peer, features): return ["version": .int(version), "peer": .string(peer), "features": strings(features)]
         case let .checkpoint(rev, c): return ["rev": .string(rev), "checkpoint": ["local": .int(c.local), "remote": .int(c.remote)]]
         case let .checkpointSaved(rev): return ["rev": .string(rev)]
@@ -249,6 +250,11 @@ public enum FrameCodec {
                 guard let n = a.intValue, let answer = ProposeAnswer(rawValue: n) else { throw ProtocolError(.malformed, "proposeChanges answers are 0, 304 or 409") }
                 return answer
             })
+        case "subChanges":
+            // `count` is optional: older peers answer `{}` (then the total grows as changes come).
+            guard let count = try r.optionalInt("count") else { return .ok }
+            guard count >= 0 else { throw ProtocolError(.invalidField, "subChanges count is negative") }
+            return .subscribed(count: count)
         case "getAttachment":
             let length = try r.int("length")
             guard length >= 0 else { throw ProtocolError(.invalidField, "negative attachment length") }

@@ -70,6 +70,13 @@ extension PeerSession {
         if case let .error(status, message) = answer {
             throw ReplicationError("the peer refused subChanges (\(status)): \(message)", kind: .permanent)
         }
+        // A peer that gives no count (an older ferry, Couchbase Lite) leaves the total to grow
+        // as its changes are answered.
+        if case .subscribed(let count) = answer {
+            pullUnannounced += count
+            update { $0.revisionsOffered += count }
+        }
+        update { $0.pullSubscribed = true }
         var lastSave = ContinuousClock.now - .seconds(10)
         for await reached in caughtUp {
             if reached > saved.remote && (!continuous || ContinuousClock.now - lastSave >= .seconds(1)) {

@@ -37,7 +37,11 @@ extension PeerSession {
                 await respond(handle, .error(status: 409, message: "\(error)"))
             }
         case let .subChanges(since, continuous, docIDs):
-            await respond(handle, .ok)
+            // How many changes the first pass will announce, so the subscriber's progress bar
+            // has its total from the start (docs/protocol.md, subChanges).
+            let filter = docIDs.map(Set.init)
+            let count = await shared.perform { store in store.changeCount(since: since, docIDs: filter) }
+            await respond(handle, .subscribed(count: count))
             await serveChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init))
         case .changes(let entries):
             await answerChanges(handle, entries)

@@ -23,7 +23,13 @@ extension PeerSession {
             await respond(handle, .changes([], maxHistory: nil))
             // The peer's pass is all here: merge what it opened, with its whole history at hand.
             await shared.resolvePendingConflicts()
-            update { $0.pullCaughtUp = true }
+            let unannounced = max(pullUnannounced, 0)
+            pullUnannounced = 0
+            update {
+                $0.pullCaughtUp = true
+                $0.receivingChanges = true
+                $0.revisionsOffered -= unannounced
+            }
             caughtUpWaiter?.yield(highestSequenceAnnounced)
             return
         }
@@ -33,8 +39,11 @@ extension PeerSession {
         }
         highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
         let wanted = answers.filter { $0 != .notWanted }.count
+        pullUnannounced -= entries.count
         update {
             $0.revisionsWanted += wanted
+            $0.revisionsSkipped += entries.count - wanted
+            $0.receivingChanges = true
             if wanted > 0 { $0.pullCaughtUp = false }
         }
         await respond(handle, .changes(answers, maxHistory: nil))
@@ -57,7 +66,12 @@ extension PeerSession {
                 return .conflict
             }
         }
-        update { $0.revisionsWanted += answers.filter { $0 == .send }.count }
+        let send = answers.filter { $0 == .send }.count
+        update {
+            $0.revisionsWanted += send
+            $0.revisionsSkipped += answers.count - send
+            $0.receivingChanges = true
+        }
         await respond(handle, .proposeChanges(answers))
     }
 

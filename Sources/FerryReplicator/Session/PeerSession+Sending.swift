@@ -61,6 +61,12 @@ extension PeerSession {
             let (pending, scannedThrough) = await shared.perform { store in
                 (store.changes(since: from, docIDs: docIDs), store.index.lastSeq)
             }
+            // This side's own count: its progress total (the peer's, on a pull it serves, came
+            // with the answer to `subChanges`).
+            update {
+                $0.revisionsOffered += pending.count
+                $0.sendingChanges = true
+            }
             var start = 0
             // Two batches in flight: the next batch is announced as soon as this one's
             // revisions are on the wire, so the peer's store never waits for the announcement
@@ -70,6 +76,7 @@ extension PeerSession {
                 let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
                 start += batch.count
                 let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
+                if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
                 if !toAnnounce.isEmpty {
                     update { $0.pushCaughtUp = false }
                     let sent = try await announceAndSend(Array(toAnnounce))
@@ -109,6 +116,7 @@ extension PeerSession {
         for (i, change) in batch.enumerated() where i < answers.count {
             if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
         }
+        update { $0.revisionsSkipped += batch.count - wanted.count }
         guard !wanted.isEmpty else { return [] }
         update { $0.revisionsWanted += wanted.count }
         let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }

@@ -31,6 +31,10 @@ public actor PeerSession {
     var inboxSignal: AsyncStream<Void>.Continuation?
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
+    /// Of the count the peer gave on `subChanges`, the revisions not announced yet: at "caught
+    /// up" whatever is left (revisions it did not send back to this connection) is taken off
+    /// `revisionsOffered`, so the progress total is what really came.
+    var pullUnannounced = 0
     /// Revisions this connection delivered, not announced back to it (echo cancellation bound
     /// to the connection, not to the peer id it claims, which any peer could claim).
     var receivedHere = ReceivedHere()

@@ -40,6 +40,19 @@ extension FolderStore {
         return out
     }
 
+    /// How many revisions `changes(since:docIDs:)` would list, counted without building them:
+    /// the total a sender announces on `subChanges`, so the subscriber's progress bar knows it
+    /// from the start.
+    public func changeCount(since: Int, docIDs: Set<DocumentID>? = nil) -> Int {
+        index.buildFeed()
+        var count = 0
+        for e in index.feed(after: since) {
+            if let docIDs, !docIDs.contains(e.doc) { continue }
+            if index[e.doc]?.nodes[e.rev] != nil { count += 1 }
+        }
+        return count
+    }
+
     /// What to answer a peer announcing `rev` of `doc`: nil when it is already here (not
     /// wanted); otherwise this folder's leaves of that document that could be its ancestors
     /// (lower generation), best first, at most `limit`, so the sender can cut its history.

@@ -71,7 +71,8 @@ struct CompactCommand: ParsableCommand {
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the folder, its documents, unreadable files and changes not yet recorded.")
+        abstract: "Show the folder, its documents, unreadable files and changes not yet recorded.",
+        discussion: "With an agent running, also its listener, the peers connected to it (address, user, direction, protocol, since) and each replication it runs.")
 
     @OptionGroup var folder: FolderOptions
     @OptionGroup var output: OutputOptions
@@ -107,9 +108,20 @@ struct StatusCommand: ParsableCommand {
             let c = listener["connections"]
             print("connections: \(c?["active"]?.intValue ?? 0) active, \(c?["total"]?.intValue ?? 0) total"
                   + (listener["read_only"]?.boolValue == true ? " (read-only)" : ""))
+            for p in listener["peers"]?.arrayValue ?? [] {
+                // Who is connected now, which way, over what, since when.
+                var line = "peer:      \(p["address"]?.stringValue ?? "?")"
+                if let user = p["user"]?.stringValue { line += " user \(user)" }
+                line += ", \(p["direction"]?.stringValue ?? "connected"), \(p["protocol"]?.stringValue ?? "")"
+                line += ", since \(p["since"]?.stringValue ?? "?")"
+                line += ", received \(p["revisions_received"]?.intValue ?? 0), sent \(p["revisions_sent"]?.intValue ?? 0)"
+                print(line)
+            }
         }
         for r in agentState?["replications"]?.arrayValue ?? [] {
-            var line = "replication: \(r["url"]?.stringValue ?? "") (\(r["direction"]?.stringValue ?? "")) \(r["activity"]?.stringValue ?? "")"
+            var line = "replication: \(r["url"]?.stringValue ?? "")"
+            if let user = r["user"]?.stringValue { line += " user \(user)" }
+            line += " (\(r["direction"]?.stringValue ?? "")) \(r["activity"]?.stringValue ?? "")"
             line += ", progress \(r["progress"]?["done"]?.intValue ?? 0)/\(r["progress"]?["total"]?.intValue ?? 0)"
             line += ", sent \(r["revisions_sent"]?.intValue ?? 0), received \(r["revisions_received"]?.intValue ?? 0)"
             if let e = r["last_error"]?.stringValue { line += ", last error: \(e)" }

@@ -13,7 +13,12 @@ struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Run the agent: watch the folder, serve peers, and replicate continuously with every --peer (until SIGINT/SIGTERM).",
-        discussion: "Prints its listener URL(s) on start. `ferry status` shows its live state.")
+        discussion: """
+            Prints its listener URL(s) on start. `ferry status` shows its live state. Logs at info level on stderr: \
+            each peer's connection (address, user, protocol, path) and its end, each failed login (never a password), \
+            each replication's connections and failures; -q logs errors only (and prints no URLs), FERRY_LOG=LEVEL \
+            (trace, debug, info, notice, warning, error, critical) overrides both.
+            """)
 
     @OptionGroup(title: "Listener") var listener: ListenerOptions
 
@@ -32,9 +37,11 @@ struct ServeCommand: AsyncParsableCommand {
     var openSettleMs = 500
 
     @OptionGroup var folder: FolderOptions
+    @OptionGroup var quiet: QuietOption
 
     func validate() throws {
         guard settleMs >= 0, openSettleMs >= 0 else { throw ValidationError("settle times must be 0 or more") }
+        if quiet.quiet && folder.verbose { throw ValidationError("--quiet and --verbose: choose one") }
     }
 
     func run() async throws {
@@ -55,12 +62,15 @@ struct ServeCommand: AsyncParsableCommand {
         config.discoveryOptions.serviceName = listener.serviceName
         config.discoveryOptions.discover = discover
         if discover { config.discoveryOptions.template = try client.endpoint("ws://discovered:1/x", direction: .both) }
+        let isQuiet = quiet.quiet
         config.onReady = { urls in
+            guard !isQuiet else { return }
             for url in urls { FileHandleOutput.stdout(Array("listening on \(url)\n".utf8)) }
             if urls.isEmpty { FileHandleOutput.stdout(Array("not listening (--no-listen)\n".utf8)) }
         }
-        var logger = folder.makeLogger(label: "ferry.serve")
-        if !folder.verbose && ProcessInfo.processInfo.environment["FERRY_LOG"] == nil { logger.logLevel = .info }
+        var logger = folder.makeLogger(label: "ferry.serve", quiet: isQuiet)
+        // An agent's log is its record of who connected and what failed: info unless told.
+        if !isQuiet && FolderOptions.environmentLevel == nil { logger.logLevel = .info }
         let agent = Agent(configuration: config, logger: logger)
         // The first SIGINT/SIGTERM stops gracefully (peers get close frames, the folder's state
         // is saved); a second one, for when that takes too long, stops at once.

@@ -17,7 +17,9 @@ struct SyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Replicate with one listener: once (exit 0 when both sides are up to date) or --continuous.",
         discussion: """
-            Records the folder's unrecorded changes first. Shows a progress bar on a terminal, plain lines otherwise. \
+            Records the folder's unrecorded changes first. Shows a progress bar on a terminal, plain lines otherwise \
+            (every 2 s and on each change of activity; FERRY_PROGRESS_INTERVAL=SECONDS changes the 2 s), then a summary; \
+            -q prints nothing but errors, -v adds the log's info lines (FERRY_LOG=LEVEL overrides both for the log). \
             Exit codes: 0 up to date, 1 failure, 3 authentication refused, 4 folder locked (an agent runs there: give it --peer).
             """)
 
@@ -39,6 +41,7 @@ struct SyncCommand: AsyncParsableCommand {
     @OptionGroup(title: "Client") var client: ClientOptions
 
     @OptionGroup var folder: FolderOptions
+    @OptionGroup var quiet: QuietOption
     @OptionGroup var output: OutputOptions
 
     enum Direction: String, EnumerableFlag {
@@ -47,6 +50,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func validate() throws {
         if !discover && target == nil { throw ValidationError("give the listener's URL or a saved peer's name, or --discover") }
+        if quiet.quiet && folder.verbose { throw ValidationError("--quiet and --verbose: choose one") }
     }
 
     func run() async throws {
@@ -58,15 +62,15 @@ struct SyncCommand: AsyncParsableCommand {
         }
         // The lock first: discovery writes `.ferry/known-peers.json`, and only the folder's
         // one writer writes anything in `.ferry/`.
-        let store = try FolderStore.open(at: root, writable: true, logger: folder.makeLogger())
+        let store = try FolderStore.open(at: root, writable: true, logger: folder.makeLogger(quiet: quiet.quiet))
         let peer: PeerEndpoint
         if let given { peer = given } else { peer = try await discoverPeer(info: store.info, layout: store.layout, direction: way) }
         _ = try store.batch { try store.scanAndRecord() }
         let shared = SharedStore(store)
-        var logger = folder.makeLogger(label: "ferry.sync")
+        var logger = folder.makeLogger(label: "ferry.sync", quiet: quiet.quiet)
         logger[metadataKey: "peer"] = "\(peer.url)"
         let replicator = peer.makeReplicator(shared: shared, continuous: continuous, logger: logger)
-        let progress = ProgressReporter(replicator: replicator, url: peer.url.description, json: output.json)
+        let progress = ProgressReporter(replicator: replicator, url: peer.url.description, json: output.json, quiet: quiet.quiet)
 
         let work = Task { try await replicator.run() }
         let interruption = Interruption()
@@ -111,7 +115,7 @@ extension SyncCommand {
         }
         for c in candidates {
             if let endpoint = c.endpoint {
-                if let note = c.note { FileHandleOutput.stderr("ferry: \(c.service.name): \(note)") }
+                if let note = c.note, !quiet.quiet { FileHandleOutput.stderr("ferry: \(c.service.name): \(note)") }
                 return endpoint
             }
             FileHandleOutput.stderr("ferry: warning: \(c.service.name): \(c.note ?? "not usable")")
@@ -123,47 +127,70 @@ extension SyncCommand {
 }
 
 /// Shows a replication's progress: a redrawn bar on a terminal, a line per change of
-/// activity otherwise.
+/// activity (and every `FERRY_PROGRESS_INTERVAL` seconds, 2 by default) otherwise; nothing
+/// with `--quiet`. The numbers come from `ProgressEstimate`, so they never move backwards.
 struct ProgressReporter: Sendable {
     let replicator: Replicator
     let url: String
     let json: Bool
+    let quiet: Bool
     let isTerminal = isatty(2) == 1
 
+    /// How often a plain (non-terminal) progress line may repeat while the activity stays.
+    static var plainInterval: Duration {
+        let seconds = ProcessInfo.processInfo.environment["FERRY_PROGRESS_INTERVAL"].flatMap(Double.init) ?? 2
+        return .milliseconds(Int(max(seconds, 0) * 1000))
+    }
+
     func show() async {
+        guard !quiet else { return }
+        let interval = Self.plainInterval
+        let direction = replicator.configuration.direction
+        var estimate = ProgressEstimate()
         var lastLine = ""
         var lastActivity = ReplicationActivity.stopped
         var lastPrinted = ContinuousClock.now
+        var busySince: ContinuousClock.Instant?
         while !Task.isCancelled {
             let s = replicator.status
             let line: String
             switch s.activity {
             case .offline:
+                busySince = nil
                 line = "offline: \(s.lastError ?? "unreachable"); retrying in \(String(format: "%.1f", s.retryInSeconds ?? 0)) s"
             case .busy, .idle:
-                let done = s.current.revisionsDone, total = max(s.current.revisionsWanted, done)
-                line = isTerminal ? "\(s.activity.rawValue) \(bar(done, total)) \(done)/\(total) revisions"
+                // Until each direction knows its total (a pull's comes with the answer to
+                // subChanges, a push's from this folder), a line would show a total about to
+                // jump; wait for it, a second at most (a peer may never send one).
+                let since = busySince ?? .now
+                busySince = since
+                let counted = (!direction.pulls || s.current.pullSubscribed) && (!direction.pushes || s.current.sendingChanges)
+                guard counted || s.activity == .idle || ContinuousClock.now - since >= .seconds(1) else { line = lastLine; break }
+                estimate.update(s.totals, caughtUp: s.activity == .idle)
+                let (done, total) = (estimate.done, estimate.total)
+                line = isTerminal ? "\(s.activity.rawValue) \(bar(estimate.fraction)) \(done)/\(total) revisions"
                                   : "\(s.activity.rawValue): \(done)/\(total) revisions"
             default:
+                busySince = nil
                 line = s.activity.rawValue
             }
             if isTerminal, line != lastLine {
                 FileHandleOutput.stderrRaw("\r\u{1B}[K" + line)
+                lastLine = line
             } else if !isTerminal, !json, line != lastLine,
-                      s.activity != lastActivity || ContinuousClock.now - lastPrinted >= .seconds(2) {
-                // Plain lines for logs: on each change of activity, and progress every 2 s.
+                      s.activity != lastActivity || ContinuousClock.now - lastPrinted >= interval {
+                // Plain lines for logs: on each change of activity, and progress every interval.
                 FileHandleOutput.stderr(line)
-                lastPrinted = .now
+                (lastLine, lastActivity, lastPrinted) = (line, s.activity, .now)
             }
-            lastLine = line
-            lastActivity = s.activity
-            try? await Task.sleep(for: .milliseconds(isTerminal ? 100 : 250))
+            let poll: Duration = isTerminal ? .milliseconds(100) : min(.milliseconds(250), max(interval, .milliseconds(20)))
+            try? await Task.sleep(for: poll)
         }
     }
 
-    func bar(_ done: Int, _ total: Int) -> String {
+    func bar(_ fraction: Double) -> String {
         let width = 30
-        let filled = total == 0 ? width : min(width, done * width / total)
+        let filled = min(width, max(0, Int(fraction * Double(width))))
         return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
     }
 
@@ -173,6 +200,7 @@ struct ProgressReporter: Sendable {
 
     func finish(_ totals: ReplicationStats, conflicts: ConflictTally) {
         clearLine()
+        if quiet { return }
         if json {
             printJSON(["url": .string(url), "revisions_received": .int(totals.revisionsReceived), "revisions_sent": .int(totals.revisionsSent),
                        "blobs_received": .int(totals.blobsReceived), "revisions_failed": .int(totals.revisionsFailed),

@@ -36,16 +36,24 @@ struct FolderOptions: ParsableArguments {
         }
     }
 
-    /// A logger on stderr: warnings by default, info with `--verbose`, or `$FERRY_LOG`.
-    func makeLogger(label: String = "ferry") -> Logger {
+    /// A logger on stderr: warnings by default, info with `--verbose`, errors only with
+    /// `quiet`; `$FERRY_LOG` (trace … critical) overrides all three.
+    func makeLogger(label: String = "ferry", quiet: Bool = false) -> Logger {
         var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
-        if let level = ProcessInfo.processInfo.environment["FERRY_LOG"].flatMap(Logger.Level.init(rawValue:)) {
-            logger.logLevel = level
-        } else {
-            logger.logLevel = verbose ? .info : .warning
-        }
+        logger.logLevel = Self.environmentLevel ?? (quiet ? .error : verbose ? .info : .warning)
         return logger
     }
+
+    /// `$FERRY_LOG`'s level, if it names one.
+    static var environmentLevel: Logger.Level? {
+        ProcessInfo.processInfo.environment["FERRY_LOG"].flatMap { Logger.Level(rawValue: $0.lowercased()) }
+    }
+}
+
+/// `-q/--quiet`, for the commands that report as they go (`sync`, `serve`).
+struct QuietOption: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Print nothing but errors: no progress, no summary, no log below error (unless FERRY_LOG says otherwise).")
+    var quiet = false
 }
 
 /// `--json`: machine-readable output.
