@@ -41,6 +41,9 @@ import Testing
             #expect(try newestAuthor("samplelist.json", in: c) == "alpha@\(host)")
             let json = try FerryProcess.ferry(["log", "samplelist.json", "--json", "--count", "1"], in: c)
             #expect(json.stdout.contains("\"author\": \"alpha@\(host)\""), "\(json.stdout)")
+            // The change itself, as made on A, read on C.
+            let patch = try FerryProcess.ferry(["log", "samplelist.json", "-p", "--count", "1"], in: c)
+            #expect(patch.stdout.contains("list[0].value: 20 → 25") && patch.stdout.contains("alpha@\(host)"), "\(patch.stdout)")
             // C's own edit is C's.
             try FerryProcess.shell("sed -i 's/\"value\": 25/\"value\": 26/' samplelist.json", in: c)
             #expect(try FerryProcess.ferry(["scan"], in: c).status == 0)
