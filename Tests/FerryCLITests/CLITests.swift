@@ -242,3 +242,26 @@ import FerryTesting
         }
     }
 }
+
+@Suite struct StatusStatCacheTests {
+    /// `ferry status` beside no agent reads only the files whose fingerprints changed since they
+    /// were recorded (the stat cache the writer left), as a scan does.
+    @Test func statusReadsOnlyChangedFiles() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("f")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try "{\"a\": 1}\n".write(toFile: dir + "/old.json", atomically: false, encoding: .utf8)
+            try "{\"b\": 1}\n".write(toFile: dir + "/edited.json", atomically: false, encoding: .utf8)
+            // Files written within 2 s of the cache's save are "racily clean" and always read.
+            sleep(3)
+            #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+            try "{\"b\": 2}\n".write(toFile: dir + "/edited.json", atomically: false, encoding: .utf8)
+            let trace = tmp.appending("trace")
+            let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-e", "trace=openat", "-o", trace, FerryProcess.ferryExecutable, "status"], in: dir)
+            #expect(r.status == 0 && r.stdout.contains("modified edited.json"), "\(r.stdout) \(r.stderr)")
+            let opened = try String(contentsOfFile: trace, encoding: .utf8)
+            #expect(opened.contains("/edited.json\"") && !opened.contains("/old.json\""), "\(opened)")
+        }
+    }
+}

@@ -102,9 +102,14 @@ extension FolderStore {
         let (found, skipped) = try scanner.scan()
         var state = DiskState(skipped: skipped)
         var onDisk = Set<DocumentID>()
+        // Files unchanged since they were recorded are not read, as a scan does (a reader,
+        // such as `ferry status` beside no agent, loads the cache the writer left).
+        let cache = isWritable ? statCache : StatCache.load(path: layout.statCacheFile)
+        let now = wallClockNanoseconds()
         for file in found {
             onDisk.insert(file.doc)
             let cur = current(file.doc)
+            if let cur, !cur.deleted, cache.proves(file.doc, fingerprint: file.fingerprint, current: cur.object, now: now) { continue }
             switch try digestOnDisk(file.doc) {
             case .failure(let why)?: state.unreadable.append((file.doc, why.message))
             case .success(let digest)?:
