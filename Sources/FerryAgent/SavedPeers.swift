@@ -31,18 +31,19 @@ public struct SavedPeer: Sendable, Equatable {
         self.url = url
     }
 
+    /// Its optional text settings: the key in `peers.json`, the command-line option, the field.
+    private static var textFields: [(key: String, option: String, field: WritableKeyPath<SavedPeer, String?>)] {
+        [("pin", "--pin", \.pin), ("ca_file", "--ca-file", \.caFile), ("user", "--user", \.user),
+         ("password_file", "--password-file", \.passwordFile), ("client_identity", "--client-identity", \.clientIdentity),
+         ("client_identity_password_file", "--client-identity-password-file", \.clientIdentityPasswordFile),
+         ("protocol", "--protocol", \.peerProtocol)]
+    }
+
     /// The command-line options these settings stand for, so that a saved peer goes through
     /// the same checks as one given on the command line.
     public var arguments: [String] {
-        var out: [String] = []
-        if let pin { out += ["--pin", pin] }
-        if let caFile { out += ["--ca-file", caFile] }
+        var out = Self.textFields.flatMap { key in self[keyPath: key.field].map { [key.option, $0] } ?? [] }
         if acceptSelfSigned { out.append("--accept-self-signed") }
-        if let user { out += ["--user", user] }
-        if let passwordFile { out += ["--password-file", passwordFile] }
-        if let clientIdentity { out += ["--client-identity", clientIdentity] }
-        if let clientIdentityPasswordFile { out += ["--client-identity-password-file", clientIdentityPasswordFile] }
-        if let peerProtocol { out += ["--protocol", peerProtocol] }
         return out
     }
 
@@ -65,28 +66,16 @@ public struct SavedPeer: Sendable, Equatable {
 
     var json: JSONValue {
         var o: [String: JSONValue] = ["url": .string(url)]
-        if let pin { o["pin"] = .string(pin) }
-        if let caFile { o["ca_file"] = .string(caFile) }
+        for key in Self.textFields { if let value = self[keyPath: key.field] { o[key.key] = .string(value) } }
         if acceptSelfSigned { o["accept_self_signed"] = .bool(true) }
-        if let user { o["user"] = .string(user) }
-        if let passwordFile { o["password_file"] = .string(passwordFile) }
-        if let clientIdentity { o["client_identity"] = .string(clientIdentity) }
-        if let clientIdentityPasswordFile { o["client_identity_password_file"] = .string(clientIdentityPasswordFile) }
-        if let peerProtocol { o["protocol"] = .string(peerProtocol) }
         return .object(o)
     }
 
     init?(name: String, json: JSONValue) {
         guard let url = json["url"]?.stringValue else { return nil }
         self.init(name: name, url: url)
-        pin = json["pin"]?.stringValue
-        caFile = json["ca_file"]?.stringValue
+        for key in Self.textFields { self[keyPath: key.field] = json[key.key]?.stringValue }
         acceptSelfSigned = json["accept_self_signed"]?.boolValue ?? false
-        user = json["user"]?.stringValue
-        passwordFile = json["password_file"]?.stringValue
-        clientIdentity = json["client_identity"]?.stringValue
-        clientIdentityPasswordFile = json["client_identity_password_file"]?.stringValue
-        peerProtocol = json["protocol"]?.stringValue
     }
 }
 

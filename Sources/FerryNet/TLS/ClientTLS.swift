@@ -56,9 +56,6 @@ public enum ServerTrust: Sendable {
 
     /// The option that would trust `presented`, for the refusal message.
     func advice(for presented: CertificateSummary) -> String {
-        if pinnedFingerprint != nil {
-            return "if the peer's certificate was replaced on purpose, check its fingerprint there (`ferry identity show`) and pin the new one"
-        }
         if presented.isSelfSigned {
             return "to trust it, pass --pin with that certificate (e.g. from `ferry identity show` on the listener's machine) or --accept-self-signed"
         }

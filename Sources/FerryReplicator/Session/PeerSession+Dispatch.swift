@@ -42,7 +42,7 @@ extension PeerSession {
             let filter = docIDs.map(Set.init)
             let count = await shared.perform { store in store.changeCount(since: since, docIDs: filter) }
             await respond(handle, .subscribed(count: count))
-            await serveChanges(since: since, continuous: continuous, docIDs: docIDs.map(Set.init))
+            await serveChanges(since: since, continuous: continuous, docIDs: filter)
         case .changes(let entries):
             await answerChanges(handle, entries)
         case .proposeChanges(let entries):

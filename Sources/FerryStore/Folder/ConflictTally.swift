@@ -2,7 +2,8 @@ import FerryCore
 
 /// The conflicts a folder closed since it was opened: each once, however many revisions
 /// record it (a merge that arrives from the peer that made it, then the deletion closing the
-/// losing branch here). Bounded: past `maxKept` only the count grows.
+/// losing branch here). Past `maxKept` only the count grows, and the pairs seen (two ids a
+/// conflict) that make each counted once.
 public struct ConflictTally: Sendable {
     /// One closed conflict.
     public struct Closed: Sendable, Equatable {

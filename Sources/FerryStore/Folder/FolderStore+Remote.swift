@@ -210,15 +210,15 @@ extension FolderStore {
                     resolution = .merged
                 }
             }
-            let record = ConflictRecord(winner: winner.rev, loser: loser.rev, resolution: resolution)
-            var entries: [LogEntry] = []
-            let time = Timestamp.now()
             var mergeRev = tree.merge(of: loser.rev, below: winner.rev) ?? winner.rev
             if alreadyMerged, let merge = tree.nodes[mergeRev], let parent = merge.parent.flatMap({ tree.nodes[$0] }),
                merge.object != parent.object {
                 // The peer that sent the merge took in values of the loser: say so here too.
                 resolution = .merged
             }
+            let record = ConflictRecord(winner: winner.rev, loser: loser.rev, resolution: resolution)
+            var entries: [LogEntry] = []
+            let time = Timestamp.now()
             if !alreadyMerged {
                 mergeRev = RevisionID.compute(parent: winner.rev, deleted: false, body: body.object, merged: loser.rev)
                 entries.append(LogEntry(seq: nextSeq, doc: doc, rev: mergeRev, parent: winner.rev, deleted: false, kind: doc.kind,

@@ -28,29 +28,28 @@ extension FolderStore {
     /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
     /// sequence order lists every revision after its ancestors.
     public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil) -> [RecordedRevision] {
-        index.buildFeed()
-        var out: [RecordedRevision] = []
-        for e in index.feed(after: since) {
-            if let docIDs, !docIDs.contains(e.doc) { continue }
-            guard let node = index[e.doc]?.nodes[e.rev] else { continue }
-            out.append(RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
-                                        origin: node.origin, object: node.object, author: node.author))
-            if out.count >= limit { break }
-        }
-        return out
+        Array(recorded(since: since, docIDs: docIDs).prefix(limit).map { e, node in
+            RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
+                             origin: node.origin, object: node.object, author: node.author)
+        })
     }
 
     /// How many revisions `changes(since:docIDs:)` would list, counted without building them:
     /// the total a sender announces on `subChanges`, so the subscriber's progress bar knows it
     /// from the start.
     public func changeCount(since: Int, docIDs: Set<DocumentID>? = nil) -> Int {
+        recorded(since: since, docIDs: docIDs).reduce(0) { count, _ in count + 1 }
+    }
+
+    /// The feed's entries after `since` (of `docIDs` only, if given) with their nodes, lazily:
+    /// what `changes` lists and `changeCount` counts.
+    private func recorded(since: Int, docIDs: Set<DocumentID>?) -> some Sequence<(DocumentIndex.FeedEntry, RevisionNode)> {
         index.buildFeed()
-        var count = 0
-        for e in index.feed(after: since) {
-            if let docIDs, !docIDs.contains(e.doc) { continue }
-            if index[e.doc]?.nodes[e.rev] != nil { count += 1 }
+        let index = self.index
+        return index.feed(after: since).lazy.compactMap { e in
+            if let docIDs, !docIDs.contains(e.doc) { return nil }
+            return index[e.doc]?.nodes[e.rev].map { (e, $0) }
         }
-        return count
     }
 
     /// What to answer a peer announcing `rev` of `doc`: nil when it is already here (not

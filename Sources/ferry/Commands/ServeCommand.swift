@@ -53,9 +53,7 @@ struct ServeCommand: AsyncParsableCommand {
         let layout = FolderLayout(root: config.root)
         config.peers = try peers.map { try client.endpoint(naming: $0, layout: layout, direction: .both) }
         for saved in try SavedPeers(layout: layout).load() where !config.peers.contains(where: { $0.name == saved.name }) {
-            var peer = try client.overlaid(on: saved).endpoint(saved.url, direction: .both)
-            peer.name = saved.name
-            config.peers.append(peer)
+            config.peers.append(try client.endpoint(saved: saved, direction: .both))
         }
         config.discoveryOptions.advertise = !listener.noAdvertise
         config.discoveryOptions.serviceType = listener.serviceType

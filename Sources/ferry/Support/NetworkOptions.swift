@@ -171,13 +171,18 @@ struct ClientOptions: ParsableArguments {
         guard let saved = try SavedPeers(layout: layout).named(target) else {
             throw CLIError("\(target) is neither a peer URL (ws[s]://HOST:PORT/DB) nor the name of a saved peer (`ferry peer list`)", exitCode: 2)
         }
+        return try endpoint(saved: saved, direction: direction)
+    }
+
+    /// A saved peer as an endpoint: its settings, with these options' over them.
+    func endpoint(saved: SavedPeer, direction: ReplicationDirection) throws -> PeerEndpoint {
         var peer = try overlaid(on: saved).endpoint(saved.url, direction: direction)
         peer.name = saved.name
         return peer
     }
 
     /// The saved peer's settings with the ones given on this command line over them.
-    func overlaid(on saved: SavedPeer) throws -> ClientOptions {
+    private func overlaid(on saved: SavedPeer) throws -> ClientOptions {
         var merged: ClientOptions
         do { merged = try ClientOptions.parse(saved.arguments) } catch {
             throw CLIError("the saved peer \(saved.name) (in .ferry/peers.json): \(ClientOptions.message(for: error))")
