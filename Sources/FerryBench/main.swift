@@ -1,6 +1,7 @@
 // ferry-bench: the figures issue 2 asks for, on this machine, with real fsyncs.
 //
 //   swift build -c release && .build/release/ferry-bench [--files N] [--revisions N]
+//   .build/release/ferry-bench --scale     (issue 21's figures: ScaleFigures.swift)
 //
 // Each measured step runs as its own child process (the real `ferry` binary, or this binary
 // in a child mode) so that its wall time and peak RSS (VmHWM, sampled) are its own.
@@ -154,6 +155,11 @@ func waitForQuietFilesystem() {
         print(String(format: "waiting for the filesystem: creating a file takes %.0f us (quiet: under %.0f us), as after a mass deletion", cost, quiet))
         sleep(15)
     }
+}
+if arguments.contains("--scale") {
+    try runScaleFigures()
+    if !arguments.contains("--keep") { try? FileManager.default.removeItem(atPath: work) }
+    exit(0)
 }
 waitForQuietFilesystem()
 

@@ -73,6 +73,39 @@ import FerryTesting
         #expect(try JSONParser.parse(v.prettyBytes) == v)
     }
 
+    @Test func prettyTextFromCanonicalBytesIsThePrettyPrintedText() throws {
+        // Strings holding the punctuation the transform reacts to, escapes, and empty containers.
+        let tricky: JSONValue = ["a,b": "x[1]{2}:\"\\\n", "": [[], [:], ["k": []]], "u": "\u{1F600}\u{FFFD}", "n": [1, -2, nil, true]]
+        var m = InventoryMutator(seed: 7)
+        var values: [JSONValue] = [tricky, [:], .object(["x": tricky])]
+        var doc = m.makeList(count: 20)
+        for _ in 0..<100 {
+            doc = m.edit(doc)
+            values.append(doc)
+        }
+        for value in values {
+            let canonical = value.canonicalBytes
+            #expect(canonical.withUnsafeBufferPointer { JSONValue.prettyBytes(fromCanonical: $0) } == value.prettyBytes)
+        }
+    }
+
+    @Test func keysSortByUTF16UnitsWhateverTheirUTF8() throws {
+        // The byte comparison's one exception: beyond U+FFFF (a surrogate pair, 0xD8xx) sorts
+        // before U+E000...U+FFFF in UTF-16, after it in UTF-8.
+        let keys = ["a", "ab", "b", "\u{7F}", "\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}", "\u{FB33}", "\u{FFFF}",
+                    "\u{10000}", "\u{1F600}", "a\u{1F600}", "a\u{FFFD}", "a\u{E000}b", "", "\u{10FFFF}"]
+        let object = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.null) }))
+        let expected = keys.sorted { $0.utf16.lexicographicallyPrecedes($1.utf16) }
+        guard case .object(let members) = try JSONParser.parse(object.canonicalBytes) else { Issue.record("not an object"); return }
+        #expect(members.count == keys.count)
+        let text = object.canonicalString
+        var last = text.startIndex
+        for key in expected {
+            let r = try #require(text.range(of: "\"\(key)\":null", range: last..<text.endIndex))
+            last = r.upperBound
+        }
+    }
+
     @Test func randomDocumentsRoundTrip() throws {
         var m = InventoryMutator(seed: 42)
         var doc = m.makeList(count: 30)

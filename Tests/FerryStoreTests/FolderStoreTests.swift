@@ -23,6 +23,42 @@ import FerryTesting
         #expect(f.store.index.liveDocuments.isEmpty)
     }
 
+    /// A large file is read again by the hash of its bytes (`KnownFileText`): whatever changes
+    /// in it — one digit in place, same size; a peer's revision written over it; a return to
+    /// text this store wrote before — is recorded as what it now holds.
+    @Test func aLargeFileReadAgainByItsTextStillSeesEveryChange() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        func list(_ edited: Int) -> String {
+            let items = (0..<2_000).map { #"{"key": "item \#($0)", "value": \#($0 == 1_000 ? edited : $0 % 10)}"# }
+            return "{\"list\": [\n" + items.joined(separator: ",\n") + "\n]}\n"
+        }
+        func value(_ edited: Int) throws -> JSONValue { try JSONParser.parse(Array(list(edited).utf8)) }
+        #expect(list(1).utf8.count >= KnownFileText.minimumSize)
+        try f.dir.write("list.json", list(1))
+        guard case .recorded(let first) = try f.store.ingest(doc) else { Issue.record("not recorded"); return }
+        #expect(f.store.knownTexts[doc]?.object == first.object)
+        #expect(try f.store.ingest(doc) == .unchanged)
+        // One digit changed in place: same size, same inode.
+        let fd = open(f.dir.appending("list.json"), O_WRONLY)
+        let text = Array(list(2).utf8)
+        #expect(pwrite(fd, text, text.count, 0) == text.count)
+        close(fd)
+        guard case .recorded(let second) = try f.store.ingest(doc) else { Issue.record("in-place edit missed"); return }
+        #expect(second.object == BlobDigest.of(try value(2).canonicalBytes))
+        // A peer's revision written over it: remembered by the text the store wrote.
+        let peer = Made.child(of: second.rev, doc: doc, in: f.store, try value(3))
+        _ = try peer.apply(to: f.store)
+        #expect(f.store.knownTexts[doc]?.object == f.store.current(doc)?.object)
+        #expect(try f.store.ingest(doc) == .unchanged)
+        #expect(try f.store.digestOnDisk(doc) == .success(f.store.current(doc)!.object!))
+        // Back to the first text: a new revision whose body is the first one's.
+        try f.dir.write("list.json", list(1))
+        guard case .recorded(let back) = try f.store.ingest(doc) else { Issue.record("return to old text missed"); return }
+        #expect(back.object == first.object && back.parent == peer.rev)
+        #expect(try f.store.verify().corruptObjects.isEmpty)
+    }
+
     @Test func invalidJSONIsReportedWithLineAndColumnAndNotRecorded() throws {
         let f = try TestFolder()
         let doc = try f.doc("s.json")

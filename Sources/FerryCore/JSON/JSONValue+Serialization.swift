@@ -49,8 +49,31 @@ extension JSONValue {
 /// Serialization of `JSONValue` into byte buffers.
 enum JSONWriter {
     static func sortedKeys(_ object: [String: JSONValue]) -> [String] {
-        // RFC 8785 §3.2.3: sort by UTF-16 code units, not by scalars or by Swift's collation.
-        object.keys.sorted { $0.utf16.lexicographicallyPrecedes($1.utf16) }
+        object.keys.sorted(by: precedesInUTF16)
+    }
+
+    /// The members in canonical order, each with its value (no lookup per key afterwards).
+    static func sortedMembers(_ object: [String: JSONValue]) -> [(key: String, value: JSONValue)] {
+        object.sorted { precedesInUTF16($0.key, $1.key) }
+    }
+
+    /// RFC 8785 §3.2.3's order: by UTF-16 code units, not by scalars or by Swift's collation.
+    /// Compared as UTF-8 bytes, which order the same way, except where the first difference
+    /// sets a character beyond U+FFFF (a surrogate pair in UTF-16) against one from U+E000 to
+    /// U+FFFF: only there (a lead byte of 0xEE or above) are the UTF-16 units compared.
+    static func precedesInUTF16(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        let order = a.withUTF8 { x in
+            b.withUTF8 { y -> Bool? in
+                let n = min(x.count, y.count)
+                var i = 0
+                while i < n, x[i] == y[i] { i += 1 }
+                guard i < n else { return x.count < y.count }
+                if x[i] >= 0xEE || y[i] >= 0xEE { return nil }
+                return x[i] < y[i]
+            }
+        }
+        return order ?? a.utf16.lexicographicallyPrecedes(b.utf16)
     }
 
     static func writeCanonical(_ value: JSONValue, into out: inout [UInt8]) {
@@ -68,11 +91,11 @@ enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            for (i, key) in sortedKeys(members).enumerated() {
+            for (i, member) in sortedMembers(members).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(key, into: &out)
+                writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                writeCanonical(members[key]!, into: &out)
+                writeCanonical(member.value, into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -91,12 +114,12 @@ enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members) where !members.isEmpty:
             out.append(UInt8(ascii: "{"))
-            for (i, key) in sortedKeys(members).enumerated() {
+            for (i, member) in sortedMembers(members).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 newline(indent + 1, into: &out)
-                writeString(key, into: &out)
+                writeString(member.key, into: &out)
                 out += [UInt8(ascii: ":"), UInt8(ascii: " ")]
-                writePretty(members[key]!, indent: indent + 1, into: &out)
+                writePretty(member.value, indent: indent + 1, into: &out)
             }
             newline(indent, into: &out)
             out.append(UInt8(ascii: "}"))
@@ -138,5 +161,53 @@ enum JSONWriter {
             if start < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+}
+
+extension JSONValue {
+    /// `prettyBytes` of the value whose canonical bytes are `canonical`, made from the bytes
+    /// alone: canonical text has no whitespace, so pretty-printing only inserts newlines and
+    /// indentation around its punctuation (outside strings), and a large body received from a
+    /// peer is written out without building its tree again. `canonical` must be canonical.
+    public static func prettyBytes(fromCanonical canonical: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(canonical.count + canonical.count / 4 + 1)
+        var depth = 0, i = 0
+        let n = canonical.count
+        while i < n {
+            let b = canonical[i]
+            switch b {
+            case 0x22:  // a string: copied whole, escapes and all
+                var j = i + 1
+                while j < n, canonical[j] != 0x22 { j += canonical[j] == 0x5C ? 2 : 1 }
+                j = min(j + 1, n)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: canonical[i..<j]))
+                i = j
+                continue
+            case 0x5B, 0x7B:  // [ {
+                out.append(b)
+                if i + 1 < n, canonical[i + 1] == b + 2 {  // [] {}
+                    out.append(b + 2)
+                    i += 2
+                    continue
+                }
+                depth += 1
+                JSONWriter.newline(depth, into: &out)
+            case 0x5D, 0x7D:  // ] }
+                depth -= 1
+                JSONWriter.newline(depth, into: &out)
+                out.append(b)
+            case 0x2C:  // ,
+                out.append(b)
+                JSONWriter.newline(depth, into: &out)
+            case 0x3A:  // :
+                out += [0x3A, 0x20]
+            default:
+                out.append(b)
+            }
+            i += 1
+        }
+        out.append(0x0A)
+        return out
     }
 }

@@ -28,14 +28,19 @@ extension JSONValue {
     /// `"@type": "blob"` object whose digest or length is malformed.
     public func blobReferences() throws(BlobDigest.InvalidError) -> [BlobReference] {
         var found: [BlobReference] = []
-        try collectBlobReferences(into: &found)
+        // Members in any order first (sorting every object's keys was a sixth of recording a
+        // large list); in canonical order only when the order can matter.
+        try collectBlobReferences(into: &found, ordered: false)
+        guard found.count > 1 else { return found }
+        found.removeAll()
+        try collectBlobReferences(into: &found, ordered: true)
         return found
     }
 
-    private func collectBlobReferences(into found: inout [BlobReference]) throws(BlobDigest.InvalidError) {
+    private func collectBlobReferences(into found: inout [BlobReference], ordered: Bool) throws(BlobDigest.InvalidError) {
         switch self {
         case .array(let elements):
-            for e in elements { try e.collectBlobReferences(into: &found) }
+            for e in elements { try e.collectBlobReferences(into: &found, ordered: ordered) }
         case .object(let members):
             if members["@type"]?.stringValue == "blob" {
                 guard let d = members["digest"]?.stringValue else { throw BlobDigest.InvalidError(text: "(missing)") }
@@ -44,7 +49,11 @@ extension JSONValue {
                 found.append(BlobReference(digest: digest, length: length, contentType: members["content_type"]?.stringValue))
                 return
             }
-            for key in JSONWriter.sortedKeys(members) { try members[key]!.collectBlobReferences(into: &found) }
+            if ordered {
+                for member in JSONWriter.sortedMembers(members) { try member.value.collectBlobReferences(into: &found, ordered: true) }
+            } else {
+                for value in members.values { try value.collectBlobReferences(into: &found, ordered: false) }
+            }
         default:
             break
         }

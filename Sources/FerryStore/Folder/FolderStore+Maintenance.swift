@@ -26,6 +26,17 @@ public struct VerifyReport: Sendable {
     public var isClean: Bool { corruptObjects.isEmpty && missingObjects.isEmpty && logProblems.isEmpty && strayObjectFiles.isEmpty }
 }
 
+/// A folder's files and the stat cache its writer left, read without the index
+/// (`FolderStore.survey`).
+public struct FolderSurvey: Sendable {
+    /// Every document file, in no particular order.
+    public var found: [FolderScanner.Found]
+    /// Paths that are not synced.
+    public var skipped: [FolderScanner.Skipped]
+    /// The writer's stat cache as it was saved.
+    public var statCache: StatCache
+}
+
 /// How the files on disk differ from the log.
 public struct DiskState: Sendable {
     /// A change not yet recorded.
@@ -95,20 +106,28 @@ extension FolderStore {
         return report
     }
 
-    /// Compares every file with its document's current revision, without recording anything.
-    public func diskState() throws -> DiskState {
+    /// The folder's files and the stat cache its writer left: what `diskState` compares with
+    /// the index, read without it, so that a reader (`ferry status`) can take it on another
+    /// thread while the log is read.
+    public static func survey(root: String) throws -> FolderSurvey {
+        let (found, skipped) = try FolderScanner(root: root, rules: IgnoreRules.load(root: root)).scan(sorted: false)
+        return FolderSurvey(found: found, skipped: skipped, statCache: StatCache.load(path: FolderLayout(root: root).statCacheFile))
+    }
+
+    /// Compares every file with its document's current revision, without recording anything;
+    /// from `survey` when the caller took one (the writer's own cache is newer than the file).
+    public func diskState(survey: FolderSurvey? = nil) throws -> DiskState {
         let rules = localIgnoreRules()
-        let scanner = FolderScanner(root: root, rules: rules)
-        let (found, skipped) = try scanner.scan()
+        let (found, skipped) = try survey.map { ($0.found, $0.skipped) } ?? FolderScanner(root: root, rules: rules).scan(sorted: false)
         var state = DiskState(skipped: skipped)
-        var onDisk = Set<DocumentID>()
+        var liveOnDisk = 0
         // Files unchanged since they were recorded are not read, as a scan does (a reader,
         // such as `ferry status` beside no agent, loads the cache the writer left).
-        let cache = isWritable ? statCache : StatCache.load(path: layout.statCacheFile)
+        let cache = isWritable ? statCache : survey?.statCache ?? StatCache.load(path: layout.statCacheFile)
         let now = wallClockNanoseconds()
         for file in found {
-            onDisk.insert(file.doc)
             let cur = current(file.doc)
+            if let cur, !cur.deleted { liveOnDisk += 1 }
             if let cur, !cur.deleted, cache.proves(file.doc, fingerprint: file.fingerprint, current: cur.object, now: now) { continue }
             switch try digestOnDisk(file.doc) {
             case .failure(let why)?: state.unreadable.append((file.doc, why.message))
@@ -118,7 +137,10 @@ extension FolderStore {
             case nil: break
             }
         }
-        for doc in index.liveDocuments where !onDisk.contains(doc) {
+        // Every live document has its file (the common case) unless fewer were found: only
+        // then are the missing ones looked for, through a set of what is there.
+        let onDisk = liveOnDisk == index.liveDocumentCount ? nil : Set(found.lazy.map(\.doc))
+        for (doc, tree) in index.trees where onDisk != nil && tree.current.map({ !$0.deleted }) == true && !onDisk!.contains(doc) {
             // Ignored and still there: no longer synced, but not deleted (as `scanAndRecord`).
             if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) { continue }
             if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
@@ -128,6 +150,7 @@ extension FolderStore {
             }
         }
         state.pending.sort { $0.doc < $1.doc }
+        state.unreadable.sort { $0.doc < $1.doc }
         return state
     }
 

@@ -33,7 +33,7 @@ extension FolderStore {
     /// false` leaves a conflict for `resolvePendingConflicts`, and its file as it is until then.
     @discardableResult
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
-                            preparedFile: String? = nil, settleFile: Bool = true, resolve: Bool = true) throws(StoreError) -> [LogEntry] {
+                            preparedFile: PreparedFile? = nil, settleFile: Bool = true, resolve: Bool = true) throws(StoreError) -> [LogEntry] {
         let entries = try applyRemoteRevision(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, preparedFile: preparedFile,
                                               settleFile: settleFile, resolve: resolve)
         if objects.batch == nil { try saveFileBasesIfChanged() }
@@ -41,9 +41,9 @@ extension FolderStore {
     }
 
     private func applyRemoteRevision(_ incoming: IncomingRevision, parsedBody: JSONValue?, bodyChecked: Bool,
-                                     preparedFile: String?, settleFile: Bool, resolve: Bool) throws(StoreError) -> [LogEntry] {
+                                     preparedFile: PreparedFile?, settleFile: Bool, resolve: Bool) throws(StoreError) -> [LogEntry] {
         let doc = incoming.doc
-        defer { if let preparedFile { dropUnlessPending(preparedFile, of: doc) } }
+        defer { if let preparedFile { dropUnlessPending(preparedFile.temp, of: doc) } }
         if index[doc]?.nodes[incoming.rev].map({ $0.seq != 0 }) == true { return [] }
         guard settleFile else { return try insertRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, resolve: resolve) }
         // The document's file from an earlier revision in this batch is not in place yet; the
@@ -51,7 +51,7 @@ extension FolderStore {
         // revision per document unless a peer sends several in a row).
         if objects.batch?.pendingFiles[layout.path(of: doc.rawValue)] != nil { try flushBatch() }
         let known = parsedBody.flatMap { body in incoming.object.map { (object: $0, body: body) } }
-        let prepared = preparedFile.flatMap { temp in incoming.object.map { (object: $0, temp: temp) } }
+        let prepared = preparedFile.flatMap { file in incoming.object.map { (object: $0, file: file) } }
         // Even for a document the folder never had, the file is looked for: one the user just
         // created (during a one-shot sync nothing watches the folder) is recorded first, so
         // that the two creations are merged as a conflict rather than one hiding the other.
@@ -87,14 +87,14 @@ extension FolderStore {
     /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
                             knownBody: (object: BlobDigest, body: JSONValue)? = nil,
-                            preparedFile: (object: BlobDigest, temp: String)? = nil) throws(StoreError) -> MaterializeOutcome {
+                            preparedFile: (object: BlobDigest, file: PreparedFile)? = nil) throws(StoreError) -> MaterializeOutcome {
         try materialize(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: false)
     }
 
     /// `materialize`; `lookedJustNow`: the caller found no file a moment ago (`expecting` is
     /// nil), so it is not looked up again here; the rename at install fails if one appeared.
     func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
-                     preparedFile: (object: BlobDigest, temp: String)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
+                     preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
         if let why = placementProblem(doc, path: path) {
@@ -123,25 +123,28 @@ extension FolderStore {
             return .upToDate
         }
         if let batch = objects.batch, let preparedFile, preparedFile.object == current.object {
-            batch.add(PendingFile(doc: doc, temp: preparedFile.temp, path: path, expecting: expecting, object: preparedFile.object,
-                                  rev: current.rev, over: over))
+            batch.add(PendingFile(doc: doc, temp: preparedFile.file.temp, path: path, expecting: expecting, object: preparedFile.object,
+                                  rev: current.rev, over: over, text: preparedFile.file.text))
             return .written
         }
         let dir = FileSystem.dirname(of: path)
         let temp = FolderScanner.temporaryPath(beside: path)
         let fd = try FileSystem.createNew(temp)
+        var text: BlobDigest?
         do {
             defer { close(fd) }
             switch doc.kind {
             case .json:
                 let body = knownBody?.object == current.object ? knownBody!.body : try jsonBody(of: current, doc: doc)
-                try FileSystem.writeAll(fd, body.prettyBytes, path: temp)
+                let pretty = body.prettyBytes
+                try FileSystem.writeAll(fd, pretty, path: temp)
+                text = KnownFileText.digest(of: pretty)
             case .file:
                 try copyObject(current.object!, to: fd, path: temp)
             }
             if let batch = objects.batch {
                 batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
-                                      rev: current.rev, over: over))
+                                      rev: current.rev, over: over, text: text))
                 return .written
             }
             try FileSystem.sync(fd, path: temp)
@@ -150,7 +153,7 @@ extension FolderStore {
             throw error
         }
         let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
-                                  rev: current.rev, over: over)
+                                  rev: current.rev, over: over, text: text)
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
@@ -189,6 +192,9 @@ extension FolderStore {
         }
         if let written = FileFingerprint.of(file.path) {
             statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
+        }
+        knownTexts[file.doc] = file.text.flatMap { text in
+            index[file.doc]?.nodes[file.rev].map { KnownFileText(text: text, object: file.object, size: $0.size) }
         }
         if file.rev == current(file.doc)?.rev { noteWrite(file.doc, rev: file.rev, over: file.over) } else { fileHolds(file.doc, file.rev) }
         return true

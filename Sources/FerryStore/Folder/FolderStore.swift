@@ -44,6 +44,8 @@ public final class FolderStore {
     var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules)?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
+    /// What each large JSON file held when this store last read or wrote it.
+    var knownTexts: [DocumentID: KnownFileText] = [:]
     /// The revision a document's file holds, for files that do not hold their current
     /// revision (a peer's revision arrived while the file was being edited, was unreadable or
     /// missing): a save is recorded as a child of what the file held (see `FileBase`).

@@ -102,7 +102,7 @@ public actor SharedStore {
                 for (i, remote) in revisions.enumerated() {
                     do {
                         var incoming = remote.incoming
-                        var preparedFile: String?
+                        var preparedFile: PreparedFile?
                         if let body = remote.jsonBody {
                             if let refusal = body.refusal { throw FolderStore.rejection(incoming, refusal) }
                             if let error = body.error { throw error }
@@ -110,7 +110,7 @@ public actor SharedStore {
                             try store.objects.adopt(temp: objectTemp, as: body.digest)
                             body.objectTemp = nil
                             incoming.object = body.digest
-                            preparedFile = body.documentTemp
+                            preparedFile = body.documentTemp.map { PreparedFile(temp: $0, text: body.documentText) }
                         }
                         results.append(.success(try store.applyRemote(incoming, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile,
                                                                       settleFile: lastOfDocument[incoming.doc] == i, resolve: false)))
@@ -162,7 +162,7 @@ public actor SharedStore {
         fileWorker.submit(queueLimit: Self.preparedBodiesQueued) { ticket in
             let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)
             body = received
-            return { received.write(canonical: canonical, value: value, document: document, layout: layout) }
+            return { received.write(canonical: canonical, document: document, layout: layout) }
         }
         return body!
     }

@@ -78,6 +78,11 @@ public struct DocumentIndex: Sendable {
     /// The tree of a document.
     public subscript(doc: DocumentID) -> RevisionTree? { trees[doc] }
 
+    /// How many documents have a live current revision (`liveDocuments.count` without the sort).
+    public var liveDocumentCount: Int {
+        trees.values.reduce(0) { count, tree in tree.current.map { $0.deleted ? count : count + 1 } ?? count }
+    }
+
     /// Documents whose current revision is live, sorted.
     public var liveDocuments: [DocumentID] {
         trees.filter { $0.value.current.map { !$0.deleted } ?? false }.keys.sorted()

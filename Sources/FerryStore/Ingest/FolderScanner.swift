@@ -71,8 +71,9 @@ public struct FolderScanner {
     /// Why a temp file of ferry's is skipped: a writer was killed between write and rename.
     public static let interruptedWrite = "temp file of an interrupted write (removed by the folder's writer)"
 
-    /// Every document file below `relativeDirectory` ("" for the whole folder), sorted by id.
-    public func scan(relativeDirectory: String = "") throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
+    /// Every document file below `relativeDirectory` ("" for the whole folder), sorted by id
+    /// unless `sorted` is false (a caller that only compares does not pay for the sort).
+    public func scan(relativeDirectory: String = "", sorted: Bool = true) throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
         var found: [Found] = []
         var skipped: [Skipped] = []
         let parts = relativeDirectory.split(separator: "/").map(String.init)
@@ -80,7 +81,7 @@ public struct FolderScanner {
         var above: Set<DirectoryIdentity> = []
         if lstat(root, &rootStat) == 0 { above.insert(DirectoryIdentity(rootStat)) }
         try walk(relativeDirectory, parts, above, &found, &skipped)
-        found.sort { $0.doc < $1.doc }
+        if sorted { found.sort { $0.doc < $1.doc } }
         return (found, skipped)
     }
 

@@ -95,7 +95,7 @@ extension FolderStore {
         }
         let before = FileFingerprint(st)
         let digest: BlobDigest, size: Int
-        var saved: [UInt8] = []
+        var saved: [UInt8]?
         switch doc.kind {
         case .json:
             switch try readJSONBody(doc, path: path, size: Int(st.st_size)) {
@@ -106,10 +106,10 @@ extension FolderStore {
                 }
                 unreadable[doc] = message
                 return .unreadable(message)
-            case .success(let bytes):
+            case .success(let body):
                 guard FileFingerprint.of(path) == before else { return .changing }
                 unreadable[doc] = nil
-                (digest, size, saved) = (BlobDigest.of(bytes), bytes.count, bytes)
+                (digest, size, saved) = (body.digest, body.size, body.canonical)
             }
         case .file:
             do { (digest, size) = try objects.importFile(at: path) } catch where error.errno == EACCES {
@@ -135,8 +135,11 @@ extension FolderStore {
             if showCurrent && !unresolved.contains(doc) { _ = try materialize(doc, expecting: before) }
             return .unchanged
         }
-        if doc.kind == .json { try objects.write(saved) }
-        let parent = parentForSave(doc, saved, base: base)
+        if doc.kind == .json {
+            // A text remembered (`KnownFileText`) names an object that is stored: read it back.
+            if let bytes = saved { try objects.write(bytes) } else { saved = try objects.read(digest) }
+        }
+        let parent = parentForSave(doc, saved ?? [], base: base)
         let rev = RevisionID.compute(parent: parent, deleted: false, body: digest)
         if index[doc]?.nodes[rev].map({ $0.seq != 0 }) == true {
             // The very revision someone already made (the same save from the same parent, on
@@ -176,8 +179,16 @@ extension FolderStore {
     /// changes: the watcher reports `chmod`).
     static let permissionDenied = "permission denied: this user cannot read it"
 
-    /// Canonical bytes of a `.json` file, or why it cannot be recorded: "line L, column C: …".
-    func readJSONBody(_ doc: DocumentID, path: String, size: Int) throws(StoreError) -> Result<[UInt8], JSONBodyError> {
+    /// A `.json` file read as a body: its object and canonical size, and its canonical bytes
+    /// unless the file holds a text remembered (`KnownFileText`), whose object is stored.
+    struct JSONBodyRead {
+        var digest: BlobDigest
+        var size: Int
+        var canonical: [UInt8]?
+    }
+
+    /// A `.json` file read as a body, or why it cannot be recorded: "line L, column C: …".
+    func readJSONBody(_ doc: DocumentID, path: String, size: Int) throws(StoreError) -> Result<JSONBodyRead, JSONBodyError> {
         if size > Self.maxJSONDocumentBytes {
             return .failure(JSONBodyError("larger than \(Self.maxJSONDocumentBytes >> 20) MiB; JSON documents must be smaller"))
         }
@@ -186,6 +197,10 @@ extension FolderStore {
             return .failure(JSONBodyError("vanished while being read"))
         } catch where error.errno == EACCES {
             return .failure(JSONBodyError(Self.permissionDenied))
+        }
+        let text = KnownFileText.digest(of: raw)
+        if let text, let known = knownTexts[doc], known.text == text, objects.contains(known.object) {
+            return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
         let value: JSONValue
         do { value = try JSONParser.parse(raw) } catch {
@@ -203,7 +218,9 @@ extension FolderStore {
         }
         let canonical = value.canonicalBytes
         if let why = Self.jsonSizeRefusal(value, canonicalCount: canonical.count) { return .failure(JSONBodyError(why)) }
-        return .success(canonical)
+        let read = JSONBodyRead(digest: BlobDigest.of(canonical), size: canonical.count, canonical: canonical)
+        knownTexts[doc] = text.map { KnownFileText(text: $0, object: read.digest, size: read.size) }
+        return .success(read)
     }
 
     /// The digest the file would have as a revision body, without storing anything (for
@@ -217,7 +234,7 @@ extension FolderStore {
         guard layout.placementProblem(of: doc.rawValue) == nil, let st = try FileSystem.lstat(path), st.st_mode & S_IFMT == S_IFREG else { return nil }
         switch doc.kind {
         case .json:
-            return try readJSONBody(doc, path: path, size: Int(st.st_size)).map { BlobDigest.of($0) }
+            return try readJSONBody(doc, path: path, size: Int(st.st_size)).map(\.digest)
         case .file:
             let fd: Int32
             do { fd = try FileSystem.open(path, O_RDONLY) } catch where error.errno == EACCES {

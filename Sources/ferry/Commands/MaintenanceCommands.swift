@@ -78,9 +78,12 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
+        // The folder's files are walked on another thread while this one reads the log.
+        let root = try folder.resolveRoot()
+        let survey = Background { try FolderStore.survey(root: root) }
         let store = try folder.open(writable: false)
-        let disk = try store.diskState()
-        let live = store.index.liveDocuments.count
+        let disk = try store.diskState(survey: try survey.value())
+        let live = store.index.liveDocumentCount
         let agent = FolderLock.holder(path: store.layout.lockFile).map { "running (pid \($0))" } ?? "not running"
         // The running agent's live state (listener, replications), through its control socket.
         let agentState: JSONValue? = FolderLock.holder(path: store.layout.lockFile) == nil ? nil :
