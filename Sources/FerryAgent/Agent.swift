@@ -64,9 +64,15 @@ public final class Agent: @unchecked Sendable {
     /// until `stop()`.
     public func run() async throws {
         let root = configuration.root
-        guard FileSystem.exists(FolderLayout(root: root).folderFile) else {
+        let layout = FolderLayout(root: root)
+        guard FileSystem.exists(layout.folderFile) else {
             throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
         }
+        // The folder's one writer from the first moment, so that the control socket can answer
+        // `ferry status` (which step of opening the folder it is at) while the log is read.
+        let lock = try FolderLock(path: layout.lockFile)
+        let board = StatusBoard(pid: Int(getpid()), root: root, database: (try? FolderStore.readInfo(root: root).name) ?? "")
+        let control = startControlSocket(path: layout.stateDirectory + "/agent.sock", board: board)
         // Watches first: whatever changes from here on is seen, even during the startup scan
         // (events queue in the stream; content decides, so a file the scan recorded is not
         // recorded twice).
@@ -78,11 +84,12 @@ public final class Agent: @unchecked Sendable {
             return stopRequested
         }
         if alreadyStopped { watcher.stop() }
-        let shared: SharedStore
+        let shared: SharedStore, skipped: [FolderScanner.Skipped]
         do {
-            shared = try await openAndScan(root)
+            (shared, skipped) = try await openAndScan(root, lock: lock, board: board)
         } catch {
             watcher.stop()
+            control?.stop()
             throw error
         }
 
@@ -95,6 +102,7 @@ public final class Agent: @unchecked Sendable {
                 (listener, urls) = try await startListener(options, database: shared.info.name) { acceptSink.yield($0) }
             } catch {
                 watcher.stop()
+                control?.stop()
                 throw error
             }
         }
@@ -102,7 +110,11 @@ public final class Agent: @unchecked Sendable {
         for peer in configuration.peers { replicators.add(peer, makeReplicator(peer, shared)) }
         let advertisement = await advertise(listener, shared: shared)
         let incoming = IncomingPeers()
-        let control = startControlSocket(shared: shared, listener: listener, urls: urls, replicators: replicators, incoming: incoming)
+        let readOnly = configuration.listen?.readOnly ?? false
+        board.running { [urls, listener] in
+            AgentStatus.snapshot(folder: shared.summary, skipped: skipped, listener: listener, urls: urls, readOnly: readOnly,
+                                 replicators: replicators.all, incoming: incoming)
+        }
 
         // Started in this order, stopped in the reverse one (ServiceGroup's graceful shutdown):
         // status and discovery go first, then the replications and the listener close their
@@ -154,8 +166,9 @@ public final class Agent: @unchecked Sendable {
     /// How long a graceful shutdown may take before the services are cancelled.
     static let gracefulShutdownLimit: Duration = .seconds(10)
 
-    /// Opens the folder and records what changed while no agent ran.
-    private func openAndScan(_ root: String) async throws -> SharedStore {
+    /// Opens the folder (under `lock`) and records what changed while no agent ran; returns
+    /// it with the paths the scan does not sync. `board` tells `status` the step under way.
+    private func openAndScan(_ root: String, lock: FolderLock, board: StatusBoard) async throws -> (SharedStore, [FolderScanner.Skipped]) {
         var storeLogger = logger
         storeLogger[metadataKey: "folder"] = "\(root)"
         let start = ContinuousClock.now
@@ -164,12 +177,13 @@ public final class Agent: @unchecked Sendable {
         let walk = Task.detached { try FolderScanner(root: root, rules: rules).scan() }
         let store: FolderStore
         do {
-            store = try FolderStore.open(at: root, writable: true, logger: storeLogger)
+            store = try FolderStore.open(at: root, holding: lock, logger: storeLogger)
         } catch {
             walk.cancel()
             throw error
         }
         let walked = try await walk.value
+        board.starting("recording what changed while no agent ran")
         let report = try store.batch { try store.scanAndRecord(rules: rules, prescanned: walked) }
         logger.info("startup scan done", metadata: [
             "recorded": "\(report.recorded.count)", "unreadable": "\(report.unreadable.count)",
@@ -179,7 +193,7 @@ public final class Agent: @unchecked Sendable {
         // From here on the watcher sees every change: a file missing for a moment (a save by
         // rename) is not a deletion until it has stayed away.
         store.deletionsAwaitWatcher = true
-        return SharedStore(store)
+        return (SharedStore(store), report.skipped)
     }
 
     private func startListener(_ options: ListenOptions, database: String,
@@ -253,17 +267,13 @@ public final class Agent: @unchecked Sendable {
         return peer.makeReplicator(shared: shared, continuous: true, logger: peerLogger)
     }
 
-    private func startControlSocket(shared: SharedStore, listener: Listener?, urls: [String],
-                                    replicators: ReplicatorRegistry, incoming: IncomingPeers) -> ControlSocket? {
-        let pid = Int(getpid())
-        let root = configuration.root
-        let database = shared.info.name
-        let readOnly = configuration.listen?.readOnly ?? false
+    /// The control socket at `path`, answering `status` from `board`; nil (with a notice)
+    /// when it cannot be made: `ferry status` then shows the folder only.
+    private func startControlSocket(path: String, board: StatusBoard) -> ControlSocket? {
         do {
-            return try ControlSocket(path: shared.layout.stateDirectory + "/agent.sock") { request in
+            return try ControlSocket(path: path) { request in
                 guard request == "status" else { return Array("{\"error\":\"unknown request\"}\n".utf8) }
-                return AgentStatus.snapshot(pid: pid, root: root, database: database, listener: listener, urls: urls,
-                                            readOnly: readOnly, replicators: replicators.all, incoming: incoming).prettyBytes
+                return board.answer().prettyBytes
             }
         } catch {
             logger.notice("no control socket; `ferry status` will show the folder only", metadata: ["error": "\(error)"])

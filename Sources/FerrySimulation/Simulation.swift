@@ -444,11 +444,12 @@ public final class Simulation {
             if Set(files.map { $0.map { Data($0) } }).count > 1 { failures.append("\(doc) differs between peers") }
         }
         for peer in peers {
-            let (open, pending, unreadable) = try await peer.shared.perform { store in
+            let (open, pending, unreadable, counted) = try await peer.shared.perform { store in
                 let disk = try store.diskState()
                 return (store.index.trees.filter { $0.value.hasConflict }.map(\.key.rawValue), disk.pending.map { "\($0.doc) \($0.change)" },
-                        disk.unreadable.map(\.doc.rawValue))
+                        disk.unreadable.map(\.doc.rawValue), (store.index.liveDocumentCount, store.index.liveDocuments.count))
             }
+            if counted.0 != counted.1 { failures.append("peer \(peer.index) counts \(counted.0) live documents and has \(counted.1)") }
             if !open.isEmpty { failures.append("peer \(peer.index) has open conflicts: \(open)") }
             if !pending.isEmpty { failures.append("peer \(peer.index)'s files differ from their current revisions: \(pending)") }
             if !unreadable.isEmpty { failures.append("peer \(peer.index) has unreadable files: \(unreadable)") }

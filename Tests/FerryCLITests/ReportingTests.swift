@@ -1,3 +1,5 @@
+import FerryCore
+import FerryStore
 import FerryTesting
 import Foundation
 import Testing
@@ -172,6 +174,72 @@ import Testing
             replicator.stop()
             #expect(eventually(10) { ((listener.status()?["listener"] as? [String: Any])?["peers"] as? [Any])?.isEmpty == true })
             listener.stop()
+        }
+    }
+}
+
+/// `ferry status` beside a running agent is the agent's answer through its control socket: at
+/// once while it opens the folder (which step, for how long), then the folder's counts and the
+/// files it cannot record, without the log being read again.
+@Suite struct AgentStatusTests {
+    @Test func aStartingAgentAnswersAtOnceAndARunningOneWithoutTheLogBeingRead() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("big")
+            // A log long enough that opening it takes a while: 300 documents saved 100 times
+            // (two bodies in turn), recorded directly, each file holding its last body.
+            do {
+                let store = try FolderStore.create(at: dir, name: "big")
+                let bodies = try (0..<2).map { n -> (BlobDigest, [UInt8]) in
+                    let bytes = JSONValue.object(["n": .int(n)]).canonicalBytes
+                    return (try store.objects.write(bytes), bytes)
+                }
+                try store.batch(flushEvery: 10_000) {
+                    for round in 0..<100 {
+                        for d in 0..<300 {
+                            try store.recordLocal(try DocumentID("d\(d).json"), object: bodies[round % 2].0, size: bodies[round % 2].1.count)
+                        }
+                    }
+                }
+                for d in 0..<300 { try Data(bodies[1].1).write(to: URL(fileURLWithPath: dir + "/d\(d).json")) }
+            }
+            try "{\"broken\": \n".write(toFile: dir + "/bad.json", atomically: false, encoding: .utf8)
+            let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+            defer { close(null) }
+            let agent = try ChildProcess(FerryProcess.ferryExecutable, ["serve", "--no-listen"], in: dir,
+                                         environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
+            defer { _ = agent.stop(grace: 5) }
+            // The agent holds the lock (its pid in it) before anything else, and answers from then on.
+            for _ in 0..<500 where ((try? String(contentsOfFile: dir + "/.ferry/lock", encoding: .utf8)) ?? "").isEmpty { usleep(2_000) }
+            var steps: [String] = []
+            var running: [String: Any]?
+            for _ in 0..<300 {
+                let r = try FerryProcess.ferry(["status", "--json"], in: dir)
+                guard r.status == 0, let o = try JSONSerialization.jsonObject(with: r.stdoutData) as? [String: Any] else { continue }
+                if let starting = o["starting"] as? [String: Any] {
+                    steps.append(starting["step"] as? String ?? "?")
+                    #expect(o["documents"] == nil && o["agent"] as? String == "running (pid \(agent.pid))")
+                } else if o["documents"] != nil, (o["agent"] as? String)?.hasPrefix("running") == true {
+                    running = o
+                    break
+                }
+                usleep(10_000)
+            }
+            #expect(steps.first == "reading the log and walking the folder", "\(steps)")
+            let answer = try #require(running)
+            #expect(answer["documents"] as? Int == 300 && answer["revisions"] as? Int == 30_000, "\(answer)")
+            #expect((answer["unreadable"] as? [[String: Any]])?.first?["doc"] as? String == "bad.json", "\(answer)")
+            let text = try FerryProcess.ferry(["status"], in: dir).stdout
+            #expect(text.contains("documents: 300, revisions: 30000") && text.contains("unreadable: bad.json: line 2"), "\(text)")
+            // The agent's answer is the whole report: the log is not opened.
+            let trace = tmp.appending("trace")
+            let traced = try FerryProcess.run("/usr/bin/strace", ["-f", "-e", "trace=openat", "-o", trace, FerryProcess.ferryExecutable, "status"], in: dir)
+            #expect(traced.status == 0 && traced.stdout.contains("documents: 300"), "\(traced.stdout)")
+            #expect(!(try String(contentsOfFile: trace, encoding: .utf8)).contains("revs.log"))
+            // Beside no agent, the same counts read from the log.
+            #expect(agent.stop(grace: 5) == 0)
+            let offline = try FerryProcess.ferry(["status"], in: dir).stdout
+            #expect(offline.contains("documents: 300, revisions: 30000") && offline.contains("agent:     not running"), "\(offline)")
         }
     }
 }

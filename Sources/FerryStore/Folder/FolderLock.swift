@@ -4,7 +4,7 @@ import Glibc
 
 /// The folder's single-writer lock: `flock` on `.ferry/lock`, which holds the writer's pid.
 /// The kernel releases it when the process dies, so a killed agent never leaves it stuck.
-public final class FolderLock {
+public final class FolderLock: Sendable {
     private let fd: Int32
     /// The lock file.
     public let path: String

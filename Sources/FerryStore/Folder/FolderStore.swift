@@ -99,11 +99,12 @@ public final class FolderStore {
         return bounded
     }
 
-    private init(layout: FolderLayout, info: FolderInfo, writable: Bool, logger: Logger) throws(StoreError) {
+    private init(layout: FolderLayout, info: FolderInfo, lock: FolderLock?, logger: Logger) throws(StoreError) {
         self.layout = layout
         self.info = info
         self.logger = logger
-        self.lock = writable ? try FolderLock(path: layout.lockFile) : nil
+        self.lock = lock
+        let writable = lock != nil
         self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
         self.log = RevisionLog(path: layout.logFile)
         var index = DocumentIndex()
@@ -145,6 +146,19 @@ public final class FolderStore {
 
     /// Opens an initialized folder; `writable` takes the lock (failing with `.locked`).
     public static func open(at root: String, writable: Bool, logger: Logger = Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(StoreError) -> FolderStore {
+        let info = try readInfo(root: root)
+        return try FolderStore(layout: FolderLayout(root: root), info: info,
+                               lock: writable ? try FolderLock(path: FolderLayout(root: root).lockFile) : nil, logger: logger)
+    }
+
+    /// Opens an initialized folder for writing under a lock the caller took (the agent takes it
+    /// first, so that it answers `status` while the log is read).
+    public static func open(at root: String, holding lock: FolderLock, logger: Logger) throws(StoreError) -> FolderStore {
+        try FolderStore(layout: FolderLayout(root: root), info: try readInfo(root: root), lock: lock, logger: logger)
+    }
+
+    /// The folder's identity from `.ferry/folder.json`, without reading its log.
+    public static func readInfo(root: String) throws(StoreError) -> FolderInfo {
         let layout = FolderLayout(root: root)
         guard FileSystem.exists(layout.folderFile) else {
             throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
@@ -154,7 +168,7 @@ public final class FolderStore {
         do { json = try JSONParser.parse(bytes) } catch {
             throw StoreError(.corrupt, "\(layout.folderFile): \(error)")
         }
-        return try FolderStore(layout: layout, info: try FolderInfo(json: json), writable: writable, logger: logger)
+        return try FolderInfo(json: json)
     }
 
     /// Creates `.ferry/` in `root` and opens the folder for writing; `id` is the folder's id
@@ -170,7 +184,7 @@ public final class FolderStore {
         let folderName = name ?? FileSystem.basename(of: FolderLayout(root: root).root)
         let info = FolderInfo(name: folderName.isEmpty ? "ferry" : folderName, id: id)
         try FileSystem.writeAtomically(info.json.prettyBytes, to: layout.folderFile, tempPrefix: "folder.json.tmp-")
-        return try FolderStore(layout: layout, info: info, writable: true, logger: logger)
+        return try FolderStore(layout: layout, info: info, lock: try FolderLock(path: layout.lockFile), logger: logger)
     }
 
     /// Saves the stat cache if it changed.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FerryCore
+import Synchronization
 
 /// The folder's single writer as the agent's services share it: the watcher's indexer, every
 /// connection of the listener and every replicator reach the one `FolderStore` through this
@@ -26,6 +27,9 @@ public actor SharedStore {
     /// so they run off the cooperative pool), or the executor it was given.
     private nonisolated let executor: any SerialExecutor
 
+    /// The folder's counts and problems as of the last operation (`summary`).
+    private nonisolated let summaryBox: Mutex<FolderSummary>
+
     /// The store's own thread, or the executor it was given.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -40,8 +44,13 @@ public actor SharedStore {
         self.blobAliases = BlobAliasFile(layout: store.layout)
         self.publishedSequence = store.index.lastSeq
         self.fileWorker = store.fileWorker
+        self.summaryBox = Mutex(FolderSummary(store))
         self.store = store
     }
+
+    /// What `ferry status` shows of the folder, as of the last operation: read by the agent's
+    /// control socket at any time, without waiting for the store's turn.
+    public nonisolated var summary: FolderSummary { summaryBox.withLock { $0 } }
 
     deinit { (executor as? StoreThread)?.stop() }
 
@@ -78,6 +87,7 @@ public actor SharedStore {
     }
 
     private func publish() {
+        summaryBox.withLock { $0 = FolderSummary(store) }
         let last = store.index.lastSeq
         guard last > publishedSequence else { return }
         publishedSequence = last
@@ -217,5 +227,28 @@ public struct RemoteRevision: Sendable {
     public init(incoming: IncomingRevision, jsonBody: ReceivedBody?) {
         self.incoming = incoming
         self.jsonBody = jsonBody
+    }
+}
+
+/// A folder's counts and the files it cannot record, as `ferry status` shows them.
+public struct FolderSummary: Sendable {
+    /// Documents with a live current revision.
+    public var documents: Int
+    /// Revisions in the log.
+    public var revisions: Int
+    /// The log's highest sequence.
+    public var lastSequence: Int
+    /// Files that cannot be recorded now, with why.
+    public var unreadable: [DocumentID: String]
+    /// Documents whose file cannot be written, with why.
+    public var heldBack: [DocumentID: String]
+
+    /// The summary of `store` now (the dictionaries are shared, not copied).
+    init(_ store: FolderStore) {
+        documents = store.index.liveDocumentCount
+        revisions = store.index.revisionCount
+        lastSequence = store.index.lastSeq
+        unreadable = store.unreadable
+        heldBack = store.heldBack
     }
 }

@@ -19,6 +19,9 @@ public struct DocumentIndex: Sendable {
     public private(set) var lastSeq: Int = 0
     /// Number of log entries applied.
     public private(set) var revisionCount: Int = 0
+    /// How many documents have a live current revision (`liveDocuments.count`, kept as
+    /// entries are applied, so that a status answers without a walk).
+    public private(set) var liveDocumentCount = 0
     /// Every revision recorded, in sequence order (what replication sends, from a sequence on);
     /// built when replication first asks (`buildFeed`), then kept up as entries are applied,
     /// so that opening a folder for `status` or `log` does not pay for it.
@@ -41,7 +44,7 @@ public struct DocumentIndex: Sendable {
         if let name = author {
             if let known = authors.firstIndex(of: name) { author = authors[known] } else { authors.insert(name) }
         }
-        Self.apply(e, author: author, to: &trees[e.doc, default: RevisionTree()])
+        liveDocumentCount += Self.apply(e, author: author, to: &trees[e.doc, default: RevisionTree()])
         if e.seq <= lastSeq { feedIsSorted = false }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
@@ -62,7 +65,9 @@ public struct DocumentIndex: Sendable {
         feedIsBuilt = true
     }
 
-    private static func apply(_ e: LogEntry, author: String?, to tree: inout RevisionTree) {
+    /// Applies `e` to its document's tree; returns how the count of live documents changed.
+    private static func apply(_ e: LogEntry, author: String?, to tree: inout RevisionTree) -> Int {
+        let wasLive = tree.current.map { !$0.deleted } ?? false
         if let parent = e.parent, !e.ancestors.isEmpty || !tree.contains(parent) {
             tree.insertHistory([parent] + e.ancestors)
         }
@@ -73,15 +78,13 @@ public struct DocumentIndex: Sendable {
         if let merged = e.merged ?? (e.deleted ? nil : e.conflict?.loser), e.parent != nil {
             tree.setMergedParent(merged, of: e.rev)
         }
+        let isLive = tree.current.map { !$0.deleted } ?? false
+        return isLive == wasLive ? 0 : isLive ? 1 : -1
     }
 
     /// The tree of a document.
     public subscript(doc: DocumentID) -> RevisionTree? { trees[doc] }
 
-    /// How many documents have a live current revision (`liveDocuments.count` without the sort).
-    public var liveDocumentCount: Int {
-        trees.values.reduce(0) { count, tree in tree.current.map { $0.deleted ? count : count + 1 } ?? count }
-    }
 
     /// Documents whose current revision is live, sorted.
     public var liveDocuments: [DocumentID] {

@@ -78,35 +78,63 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        // The folder's files are walked on another thread while this one reads the log.
         let root = try folder.resolveRoot()
+        let layout = FolderLayout(root: root)
+        let info = try FolderStore.readInfo(root: root)
+        let holder = FolderLock.holder(path: layout.lockFile)
+        // The running agent's state through its control socket: it holds the index and records
+        // every change as it settles, so it answers at once, even while it opens the folder.
+        let answer: JSONValue? = holder == nil ? nil :
+            ControlSocket.ask("status", path: layout.stateDirectory + "/agent.sock").flatMap { try? JSONParser.parse($0) }
+        var report: [String: JSONValue] = [
+            "folder": .string(root), "name": .string(info.name), "id": .string(info.id),
+            "agent": .string(holder.map { "running (pid \($0))" } ?? "not running"),
+            "listener": answer?["listener"] ?? .null, "replications": answer?["replications"] ?? .array([]),
+        ]
+        if let answer, answer["documents"] != nil || answer["starting"] != nil {
+            for key in ["documents", "revisions", "last_seq", "unreadable", "held_back", "skipped", "starting"] {
+                if let value = answer[key] { report[key] = value }
+            }
+            if answer["starting"] == nil { report["pending"] = .array([]) }
+        } else {
+            try report.merge(Self.offlineState(root: root, folder: folder)) { _, new in new }
+        }
+        if output.json {
+            printJSON(.object(report))
+        } else {
+            Self.printText(report)
+        }
+    }
+
+    /// What the folder and the files on disk say, read here (no agent, or one that does not
+    /// answer): the log on this thread while another walks the folder.
+    static func offlineState(root: String, folder: FolderOptions) throws -> [String: JSONValue] {
         let survey = Background { try FolderStore.survey(root: root) }
         let store = try folder.open(writable: false)
         let disk = try store.diskState(survey: try survey.value())
-        let live = store.index.liveDocumentCount
-        let agent = FolderLock.holder(path: store.layout.lockFile).map { "running (pid \($0))" } ?? "not running"
-        // The running agent's live state (listener, replications), through its control socket.
-        let agentState: JSONValue? = FolderLock.holder(path: store.layout.lockFile) == nil ? nil :
-            ControlSocket.ask("status", path: store.layout.stateDirectory + "/agent.sock").flatMap { try? JSONParser.parse($0) }
-        if output.json {
-            printJSON([
-                "folder": .string(store.root), "name": .string(store.info.name), "id": .string(store.info.id),
-                "documents": .int(live), "revisions": .int(store.index.revisionCount), "last_seq": .int(store.index.lastSeq),
-                "agent": .string(agent),
-                "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
-                "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
-                "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
-                "held_back": .array(disk.heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
-                "listener": agentState?["listener"] ?? .null,
-                "replications": agentState?["replications"] ?? .array([]),
-            ])
-            return
+        return [
+            "documents": .int(store.index.liveDocumentCount), "revisions": .int(store.index.revisionCount), "last_seq": .int(store.index.lastSeq),
+            "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
+            "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
+            "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
+            "held_back": .array(disk.heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
+        ]
+    }
+
+    /// The report as text, a line per fact.
+    static func printText(_ report: [String: JSONValue]) {
+        func text(_ key: String) -> String { report[key]?.stringValue ?? "" }
+        print("folder:    \(text("folder"))")
+        print("database:  \(text("name")) (id \(text("id")))")
+        if let documents = report["documents"]?.intValue {
+            print("documents: \(documents), revisions: \(report["revisions"]?.intValue ?? 0), last seq: \(report["last_seq"]?.intValue ?? 0)")
         }
-        print("folder:    \(store.root)")
-        print("database:  \(store.info.name) (id \(store.info.id))")
-        print("documents: \(live), revisions: \(store.index.revisionCount), last seq: \(store.index.lastSeq)")
-        print("agent:     \(agent)")
-        if let listener = agentState?["listener"], case .object = listener {
+        var agent = "agent:     \(text("agent"))"
+        if let starting = report["starting"] {
+            agent += ", starting: \(starting["step"]?.stringValue ?? "") (\(starting["seconds"]?.canonicalString ?? "?") s)"
+        }
+        print(agent)
+        if let listener = report["listener"], case .object = listener {
             for url in listener["urls"]?.arrayValue ?? [] { print("listening: \(url.stringValue ?? "")") }
             let c = listener["connections"]
             print("connections: \(c?["active"]?.intValue ?? 0) active, \(c?["total"]?.intValue ?? 0) total"
@@ -121,7 +149,7 @@ struct StatusCommand: ParsableCommand {
                 print(line)
             }
         }
-        for r in agentState?["replications"]?.arrayValue ?? [] {
+        for r in report["replications"]?.arrayValue ?? [] {
             var line = "replication: \(r["url"]?.stringValue ?? "")"
             if let user = r["user"]?.stringValue { line += " user \(user)" }
             line += " (\(r["direction"]?.stringValue ?? "")) \(r["activity"]?.stringValue ?? "")"
@@ -130,10 +158,12 @@ struct StatusCommand: ParsableCommand {
             if let e = r["last_error"]?.stringValue { line += ", last error: \(e)" }
             print(line)
         }
-        if disk.pending.isEmpty { print("pending:   none") }
-        for p in disk.pending { print("pending:   \(p.change.rawValue) \(p.doc)") }
-        for u in disk.unreadable { print("unreadable: \(u.doc): \(u.reason)") }
-        for s in disk.skipped { print("not synced: \(s.path): \(s.reason)") }
-        for h in disk.heldBack { print("held back: \(h.doc): \(h.reason)") }
+        if let pending = report["pending"]?.arrayValue {
+            if pending.isEmpty { print("pending:   none") }
+            for p in pending { print("pending:   \(p["change"]?.stringValue ?? "") \(p["doc"]?.stringValue ?? "")") }
+        }
+        for u in report["unreadable"]?.arrayValue ?? [] { print("unreadable: \(u["doc"]?.stringValue ?? ""): \(u["error"]?.stringValue ?? "")") }
+        for k in report["skipped"]?.arrayValue ?? [] { print("not synced: \(k["path"]?.stringValue ?? ""): \(k["reason"]?.stringValue ?? "")") }
+        for h in report["held_back"]?.arrayValue ?? [] { print("held back: \(h["doc"]?.stringValue ?? ""): \(h["reason"]?.stringValue ?? "")") }
     }
 }
