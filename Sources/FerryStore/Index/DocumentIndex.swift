@@ -29,9 +29,9 @@ public struct DocumentIndex: Sendable {
     private var feedIsBuilt = false
     /// False once a damaged log put a sequence out of order: the feed is then searched whole.
     private var feedIsSorted = true
-    /// Each author name once: a folder has a few authors and many revisions, so nodes share
-    /// one string's storage instead of a copy per log line.
-    private var authors: Set<String> = []
+    /// Each author name and each origin (a peer's id) once: a folder has a few of them and many
+    /// revisions, so nodes share one string's storage instead of a copy per log line.
+    private var names: Set<String> = []
 
     /// An empty index.
     public init() {}
@@ -40,11 +40,8 @@ public struct DocumentIndex: Sendable {
     public mutating func apply(_ e: LogEntry) {
         // Mutated in place through the subscript: copying the tree out and back would copy
         // its dictionaries on every revision (quadratic in a document's history).
-        var author = e.author
-        if let name = author {
-            if let known = authors.firstIndex(of: name) { author = authors[known] } else { authors.insert(name) }
-        }
-        liveDocumentCount += Self.apply(e, author: author, to: &trees[e.doc, default: RevisionTree()])
+        let author = e.author.map { interned($0) }
+        liveDocumentCount += Self.apply(e, author: author, origin: interned(e.origin), to: &trees[e.doc, default: RevisionTree()])
         if e.seq <= lastSeq { feedIsSorted = false }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
@@ -65,14 +62,21 @@ public struct DocumentIndex: Sendable {
         feedIsBuilt = true
     }
 
+    /// The one copy of `name` this index keeps.
+    private mutating func interned(_ name: String) -> String {
+        if let known = names.firstIndex(of: name) { return names[known] }
+        names.insert(name)
+        return name
+    }
+
     /// Applies `e` to its document's tree; returns how the count of live documents changed.
-    private static func apply(_ e: LogEntry, author: String?, to tree: inout RevisionTree) -> Int {
+    private static func apply(_ e: LogEntry, author: String?, origin: String, to tree: inout RevisionTree) -> Int {
         let wasLive = tree.current.map { !$0.deleted } ?? false
         if let parent = e.parent, !e.ancestors.isEmpty || !tree.contains(parent) {
             tree.insertHistory([parent] + e.ancestors)
         }
         tree.insert(RevisionNode(rev: e.rev, parent: e.parent, deleted: e.deleted, object: e.object,
-                                 size: e.size, seq: e.seq, origin: e.origin, author: author))
+                                 size: e.size, seq: e.seq, origin: origin, author: author))
         // Logs written before merges named their second parent carry it in the merged
         // revision's conflict record (the loser it took in).
         if let merged = e.merged ?? (e.deleted ? nil : e.conflict?.loser), e.parent != nil {

@@ -42,14 +42,27 @@ public final class RevisionLog {
 
     /// Reads the log and hands each valid entry to `body` as it is decoded, keeping none:
     /// opening a folder builds its index this way (the returned result has no entries).
-    public static func scan(path: String, _ body: (LogEntry) -> Void) throws(StoreError) -> ReadResult {
-        let bytes: [UInt8]
-        do {
-            bytes = try FileSystem.readFile(path)
-        } catch where error.errno == ENOENT {
+    public static func scan(path: String, chunkSize: Int = 1 << 20, _ body: (LogEntry) -> Void) throws(StoreError) -> ReadResult {
+        let fd: Int32
+        do { fd = try FileSystem.open(path, O_RDONLY) } catch where error.errno == ENOENT {
             return ReadResult()
         }
-        return decode(bytes, body)
+        defer { close(fd) }
+        // Read a chunk at a time, not whole: a 100,000-revision log is 28 MiB, which a
+        // folder's peak memory need not hold at once.
+        var result = ReadResult()
+        var lines = 0
+        var pending: [UInt8] = []  // bytes after the last complete line read so far
+        var chunk = [UInt8](repeating: 0, count: chunkSize)
+        while true {
+            let n = try FileSystem.read(fd, into: &chunk, path: path)
+            if n == 0 { break }
+            pending += chunk[0..<n]
+            let used = pending.withUnsafeBufferPointer { decodeLines($0, base: result.validLength, lines: &lines, into: &result, body) }
+            pending.removeFirst(used)
+        }
+        result.tornTailBytes = pending.count
+        return result
     }
 
     /// Decodes log bytes into a result with every entry; exposed for tests and the benchmark.
@@ -63,35 +76,40 @@ public final class RevisionLog {
     /// Decodes log bytes, handing each valid entry to `body`.
     static func decode(_ bytes: [UInt8], _ body: (LogEntry) -> Void) -> ReadResult {
         var result = ReadResult()
-        bytes.withUnsafeBufferPointer { buf in
-            var start = 0
-            var lineNumber = 0
-            while start < buf.count {
-                lineNumber += 1
-                guard let nl = UnsafeBufferPointer(rebasing: buf[start...]).firstIndex(of: 0x0A) else {
-                    // No newline: a torn last line, whatever it holds.
-                    result.tornTailBytes = buf.count - start
-                    break
-                }
-                let end = start + nl
-                let line = UnsafeBufferPointer(rebasing: buf[start..<end])
-                if !line.isEmpty {
-                    do {
-                        if let entry = try LogEntry.fastDecode(line) {
-                            body(entry)
-                        } else {
-                            body(try LogEntry(json: try JSONParser.parse(buffer: line)))
-                        }
-                    } catch {
-                        result.damagedLines.append((lineNumber, "\(error)"))
-                        result.highestDamagedSeq = max(result.highestDamagedSeq, seqField(of: line) ?? 0)
-                    }
-                }
-                start = end + 1
-                result.validLength = start
-            }
-        }
+        var lines = 0
+        let used = bytes.withUnsafeBufferPointer { decodeLines($0, base: 0, lines: &lines, into: &result, body) }
+        // No newline after the last bytes: a torn last line, whatever it holds.
+        result.tornTailBytes = bytes.count - used
         return result
+    }
+
+    /// Decodes the complete lines of `buf` (which starts at byte `base` of the log, after
+    /// `lines` lines), handing each valid entry to `body`; returns the bytes used (through the
+    /// last newline) and counts the lines and the valid length in `result`.
+    private static func decodeLines(_ buf: UnsafeBufferPointer<UInt8>, base: Int, lines: inout Int,
+                                    into result: inout ReadResult, _ body: (LogEntry) -> Void) -> Int {
+        var start = 0
+        while start < buf.count {
+            guard let nl = UnsafeBufferPointer(rebasing: buf[start...]).firstIndex(of: 0x0A) else { break }
+            lines += 1
+            let end = start + nl
+            let line = UnsafeBufferPointer(rebasing: buf[start..<end])
+            if !line.isEmpty {
+                do {
+                    if let entry = try LogEntry.fastDecode(line) {
+                        body(entry)
+                    } else {
+                        body(try LogEntry(json: try JSONParser.parse(buffer: line)))
+                    }
+                } catch {
+                    result.damagedLines.append((lines, "\(error)"))
+                    result.highestDamagedSeq = max(result.highestDamagedSeq, seqField(of: line) ?? 0)
+                }
+            }
+            start = end + 1
+            result.validLength = base + start
+        }
+        return start
     }
 
     /// The number after the first `"seq":` of a line, if one is there.
