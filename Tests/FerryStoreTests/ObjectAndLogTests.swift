@@ -52,6 +52,23 @@ import FerryTesting
         #expect(try writer.readLogEntries().map(\.seq) == [1, 2, 3, 4, 5, 6])
     }
 
+    /// The log is read in chunks: whatever the chunk size, lines cut between chunks, a damaged
+    /// line and a torn tail read as from the whole bytes at once.
+    @Test(arguments: [1, 7, 64, 333, 1 << 20])
+    func aLogReadInChunksReadsAsAWhole(chunkSize: Int) throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json")
+        for i in 0..<12 { try f.store.recordLocalJSON(doc, ["n": .int(i), "text": .string(String(repeating: "é", count: i * 10))]) }
+        let logPath = f.store.layout.logFile
+        _ = try FerryProcess.shell("sed -i '5s/.*/{not json/' \(logPath) && printf '\\n{\"seq\":13,\"doc\":\"a.js' >> \(logPath)")
+        let whole = RevisionLog.decode(try FileSystem.readFile(logPath))
+        var entries: [LogEntry] = []
+        let chunked = try RevisionLog.scan(path: logPath, chunkSize: chunkSize) { entries.append($0) }
+        #expect(entries == whole.entries && entries.count == 11)
+        #expect(chunked.damagedLines.map(\.line) == whole.damagedLines.map(\.line) && whole.damagedLines.map(\.line) == [5])
+        #expect(chunked.validLength == whole.validLength && chunked.tornTailBytes == whole.tornTailBytes && whole.tornTailBytes > 0)
+    }
+
     @Test func aDamagedMiddleLineIsReportedAndSkipped() throws {
         let f = try TestFolder()
         let doc = try f.doc("a.json")
