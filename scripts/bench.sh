@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 SETUP_NO_BUILD=1 bash scripts/setup.sh   # Debian packages (jq, rsync…) if missing
 swift build -c release 2>&1 | tail -n 1
 sync
-exec .build/release/ferry-bench "$@"
+# Line-buffered: each figure is printed as soon as it is measured, also into a file.
+exec stdbuf -oL .build/release/ferry-bench "$@"

@@ -65,20 +65,22 @@ public final class Agent: @unchecked Sendable {
     public func run() async throws {
         let root = configuration.root
         let layout = FolderLayout(root: root)
-        guard FileSystem.exists(layout.folderFile) else {
-            throw StoreError(.notInitialized, "\(root) is not a ferry folder (no .ferry/folder.json); run `ferry init` there")
-        }
+        let info = try FolderStore.readInfo(root: root)
         // The folder's one writer from the first moment, so that the control socket can answer
         // `ferry status` (which step of opening the folder it is at) while the log is read.
         let lock = try FolderLock(path: layout.lockFile)
-        let board = StatusBoard(pid: Int(getpid()), root: root, database: (try? FolderStore.readInfo(root: root).name) ?? "")
+        let board = StatusBoard(pid: Int(getpid()), root: root, database: info.name)
         let control = startControlSocket(path: layout.stateDirectory + "/agent.sock", board: board)
         // Watches first: whatever changes from here on is seen, even during the startup scan
         // (events queue in the stream; content decides, so a file the scan recorded is not
         // recorded twice).
         let watcher = FolderWatcher(root: root, settle: configuration.settle, openSettle: configuration.openSettle,
                                     absence: configuration.absence, logger: logger)
-        let stream = try watcher.start()
+        let stream: AsyncStream<WatchOutput>
+        do { stream = try watcher.start() } catch {
+            control?.stop()
+            throw error
+        }
         let alreadyStopped = stopLock.withLock { () -> Bool in
             self.watcher = watcher
             return stopRequested
@@ -86,7 +88,7 @@ public final class Agent: @unchecked Sendable {
         if alreadyStopped { watcher.stop() }
         let shared: SharedStore, skipped: [FolderScanner.Skipped]
         do {
-            (shared, skipped) = try await openAndScan(root, lock: lock, board: board)
+            (shared, skipped) = try await openAndScan(root, info: info, lock: lock, board: board)
         } catch {
             watcher.stop()
             control?.stop()
@@ -94,6 +96,7 @@ public final class Agent: @unchecked Sendable {
         }
 
         // The listener and the replicators.
+        board.starting("starting the listener and the replications")
         let (accepted, acceptSink) = AsyncStream<PeerConnection>.makeStream()
         var listener: Listener?
         var urls: [String] = []
@@ -168,7 +171,7 @@ public final class Agent: @unchecked Sendable {
 
     /// Opens the folder (under `lock`) and records what changed while no agent ran; returns
     /// it with the paths the scan does not sync. `board` tells `status` the step under way.
-    private func openAndScan(_ root: String, lock: FolderLock, board: StatusBoard) async throws -> (SharedStore, [FolderScanner.Skipped]) {
+    private func openAndScan(_ root: String, info: FolderInfo, lock: FolderLock, board: StatusBoard) async throws -> (SharedStore, [FolderScanner.Skipped]) {
         var storeLogger = logger
         storeLogger[metadataKey: "folder"] = "\(root)"
         let start = ContinuousClock.now
@@ -177,7 +180,7 @@ public final class Agent: @unchecked Sendable {
         let walk = Task.detached { try FolderScanner(root: root, rules: rules).scan() }
         let store: FolderStore
         do {
-            store = try FolderStore.open(at: root, holding: lock, logger: storeLogger)
+            store = try FolderStore.open(at: root, info: info, holding: lock, logger: storeLogger)
         } catch {
             walk.cancel()
             throw error

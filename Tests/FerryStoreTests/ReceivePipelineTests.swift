@@ -164,6 +164,33 @@ import FerryTesting
         #expect(try temporaryFiles(under: root).isEmpty)
     }
 
+    /// A large body received from a peer is written from its canonical bytes and remembered by
+    /// its file's text (`KnownFileText`) with the blobs it references: read again, the file is
+    /// the current revision; once a blob it names is gone, the file is parsed and refused, as
+    /// any file naming a missing blob is.
+    @Test func aLargeReceivedFileIsRememberedWithTheBlobsItNames() async throws {
+        let f = try TestFolder()
+        let root = f.root
+        let doc = try DocumentID("list.json")
+        let image = try f.store.objects.write(Array("a picture".utf8))
+        let items: [JSONValue] = (0..<3_000).map { i in
+            ["key": .string("item \(i)"), "value": .int(i), "image": i == 7 ? BlobReference(digest: image, length: 9, contentType: nil).json : .null]
+        }
+        let value = JSONValue.object(["list": .array(items)])
+        let objectsDirectory = f.store.layout.objectsDirectory
+        let shared = SharedStore(f.store)
+        _ = try await shared.applyRemote([remote(doc, value, shared)])[0].get()
+        let onDisk = try Data(contentsOf: URL(fileURLWithPath: root + "/list.json"))
+        #expect(Array(onDisk) == value.prettyBytes && onDisk.count >= KnownFileText.minimumSize)
+        let known = try await shared.perform { store in (store.knownTexts[doc], try store.ingest(doc)) }
+        #expect(known.0?.blobs == [image] && known.0?.object == BlobDigest.of(value.canonicalBytes))
+        #expect(known.1 == .unchanged)
+        unlink(ObjectStore.path(for: image, in: objectsDirectory))
+        let after = try await shared.perform { store in try store.ingest(doc) }
+        guard case .unreadable(let why) = after else { Issue.record("a file naming a missing blob was read by its text: \(after)"); return }
+        #expect(why.contains("references blob \(image)"), "\(why)")
+    }
+
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes

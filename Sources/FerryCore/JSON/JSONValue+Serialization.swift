@@ -169,7 +169,7 @@ extension JSONValue {
     /// alone: canonical text has no whitespace, so pretty-printing only inserts newlines and
     /// indentation around its punctuation (outside strings), and a large body received from a
     /// peer is written out without building its tree again. `canonical` must be canonical.
-    public static func prettyBytes(fromCanonical canonical: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+    package static func prettyBytes(fromCanonical canonical: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(canonical.count + canonical.count / 4 + 1)
         var depth = 0, i = 0
@@ -194,7 +194,7 @@ extension JSONValue {
                 depth += 1
                 JSONWriter.newline(depth, into: &out)
             case 0x5D, 0x7D:  // ] }
-                depth -= 1
+                depth = max(depth - 1, 0)  // never below the top, whatever the input
                 JSONWriter.newline(depth, into: &out)
                 out.append(b)
             case 0x2C:  // ,

@@ -28,10 +28,13 @@ extension JSONValue {
     /// `"@type": "blob"` object whose digest or length is malformed.
     public func blobReferences() throws(BlobDigest.InvalidError) -> [BlobReference] {
         var found: [BlobReference] = []
-        // Members in any order first (sorting every object's keys was a sixth of recording a
-        // large list); in canonical order only when the order can matter.
-        try collectBlobReferences(into: &found, ordered: false)
-        guard found.count > 1 else { return found }
+        // Members in any order first: sorting every object's keys is most of the walk of a
+        // large body, and most bodies hold one reference or none. In canonical order only when
+        // the order can matter: several references, or a malformed one (whichever is first).
+        do {
+            try collectBlobReferences(into: &found, ordered: false)
+            guard found.count > 1 else { return found }
+        } catch {}
         found.removeAll()
         try collectBlobReferences(into: &found, ordered: true)
         return found

@@ -139,18 +139,21 @@ extension FolderStore {
         }
         // Every live document has its file (the common case) unless fewer were found: only
         // then are the missing ones looked for, through a set of what is there.
-        let onDisk = liveOnDisk == index.liveDocumentCount ? nil : Set(found.lazy.map(\.doc))
-        for (doc, tree) in index.trees where onDisk != nil && tree.current.map({ !$0.deleted }) == true && !onDisk!.contains(doc) {
-            // Ignored and still there: no longer synced, but not deleted (as `scanAndRecord`).
-            if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) { continue }
-            if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
-                state.heldBack.append((doc, why))
-            } else {
-                state.pending.append((doc, .deleted))
+        if liveOnDisk < index.liveDocumentCount {
+            let onDisk = Set(found.lazy.map(\.doc))
+            for (doc, tree) in index.trees where tree.current.map({ !$0.deleted }) == true && !onDisk.contains(doc) {
+                // Ignored and still there: no longer synced, but not deleted (as `scanAndRecord`).
+                if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) { continue }
+                if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
+                    state.heldBack.append((doc, why))
+                } else {
+                    state.pending.append((doc, .deleted))
+                }
             }
         }
         state.pending.sort { $0.doc < $1.doc }
         state.unreadable.sort { $0.doc < $1.doc }
+        state.heldBack.sort { $0.doc < $1.doc }
         return state
     }
 

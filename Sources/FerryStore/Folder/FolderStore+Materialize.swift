@@ -33,7 +33,13 @@ extension FolderStore {
     /// false` leaves a conflict for `resolvePendingConflicts`, and its file as it is until then.
     @discardableResult
     public func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue? = nil, bodyChecked: Bool = false,
-                            preparedFile: PreparedFile? = nil, settleFile: Bool = true, resolve: Bool = true) throws(StoreError) -> [LogEntry] {
+                            settleFile: Bool = true, resolve: Bool = true) throws(StoreError) -> [LogEntry] {
+        try applyRemote(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, preparedFile: nil, settleFile: settleFile, resolve: resolve)
+    }
+
+    /// `applyRemote` with the body's file already written beside the document (`SharedStore`).
+    func applyRemote(_ incoming: IncomingRevision, parsedBody: JSONValue?, bodyChecked: Bool,
+                     preparedFile: PreparedFile?, settleFile: Bool, resolve: Bool) throws(StoreError) -> [LogEntry] {
         let entries = try applyRemoteRevision(incoming, parsedBody: parsedBody, bodyChecked: bodyChecked, preparedFile: preparedFile,
                                               settleFile: settleFile, resolve: resolve)
         if objects.batch == nil { try saveFileBasesIfChanged() }
@@ -79,20 +85,20 @@ extension FolderStore {
     /// directory, fsync, rename, fsync the directory). `expecting` is the file's fingerprint
     /// when its content was last recorded; if the file changed since, it is left alone.
     /// `knownBody` is a JSON body the caller already has parsed, with its object's digest; it
-    /// is used when that is the current revision's body; so is `preparedFile`, a temp file
-    /// beside the document holding an object's body pretty-printed (in a batch only).
+    /// is used when that is the current revision's body.
     ///
     /// In a batch the temp file is written without fsync and renamed when the batch commits,
     /// after the batch's first `syncfs` (see `DurabilityBatch`); `.written` then means "will be
     /// written", and the last look for a user's edit happens at that rename.
     public func materialize(_ doc: DocumentID, expecting: FileFingerprint?,
-                            knownBody: (object: BlobDigest, body: JSONValue)? = nil,
-                            preparedFile: (object: BlobDigest, file: PreparedFile)? = nil) throws(StoreError) -> MaterializeOutcome {
-        try materialize(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: false)
+                            knownBody: (object: BlobDigest, body: JSONValue)? = nil) throws(StoreError) -> MaterializeOutcome {
+        try materialize(doc, expecting: expecting, knownBody: knownBody, preparedFile: nil, lookedJustNow: false)
     }
 
-    /// `materialize`; `lookedJustNow`: the caller found no file a moment ago (`expecting` is
-    /// nil), so it is not looked up again here; the rename at install fails if one appeared.
+    /// `materialize`; `preparedFile` is a temp file beside the document holding the object's
+    /// body pretty-printed (in a batch only); `lookedJustNow`: the caller found no file a
+    /// moment ago (`expecting` is nil), so it is not looked up again here; the rename at
+    /// install fails if one appeared.
     func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
                      preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
@@ -124,13 +130,13 @@ extension FolderStore {
         }
         if let batch = objects.batch, let preparedFile, preparedFile.object == current.object {
             batch.add(PendingFile(doc: doc, temp: preparedFile.file.temp, path: path, expecting: expecting, object: preparedFile.object,
-                                  rev: current.rev, over: over, text: preparedFile.file.text))
+                                  rev: current.rev, over: over, known: preparedFile.file.known))
             return .written
         }
         let dir = FileSystem.dirname(of: path)
         let temp = FolderScanner.temporaryPath(beside: path)
         let fd = try FileSystem.createNew(temp)
-        var text: BlobDigest?
+        var known: KnownFileText?
         do {
             defer { close(fd) }
             switch doc.kind {
@@ -138,13 +144,13 @@ extension FolderStore {
                 let body = knownBody?.object == current.object ? knownBody!.body : try jsonBody(of: current, doc: doc)
                 let pretty = body.prettyBytes
                 try FileSystem.writeAll(fd, pretty, path: temp)
-                text = KnownFileText.digest(of: pretty)
+                known = KnownFileText.of(pretty, object: current.object!, size: current.size) { try? body.blobReferences().map(\.digest) }
             case .file:
                 try copyObject(current.object!, to: fd, path: temp)
             }
             if let batch = objects.batch {
                 batch.add(PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
-                                      rev: current.rev, over: over, text: text))
+                                      rev: current.rev, over: over, known: known))
                 return .written
             }
             try FileSystem.sync(fd, path: temp)
@@ -153,7 +159,7 @@ extension FolderStore {
             throw error
         }
         let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
-                                  rev: current.rev, over: over, text: text)
+                                  rev: current.rev, over: over, known: known)
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
@@ -193,9 +199,7 @@ extension FolderStore {
         if let written = FileFingerprint.of(file.path) {
             statCache.set(file.doc, StatCache.Entry(fingerprint: written, object: file.object))
         }
-        knownTexts[file.doc] = file.text.flatMap { text in
-            index[file.doc]?.nodes[file.rev].map { KnownFileText(text: text, object: file.object, size: $0.size) }
-        }
+        knownTexts[file.doc] = file.known
         if file.rev == current(file.doc)?.rev { noteWrite(file.doc, rev: file.rev, over: file.over) } else { fileHolds(file.doc, file.rev) }
         return true
     }

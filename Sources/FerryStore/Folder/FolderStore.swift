@@ -151,10 +151,12 @@ public final class FolderStore {
                                lock: writable ? try FolderLock(path: FolderLayout(root: root).lockFile) : nil, logger: logger)
     }
 
-    /// Opens an initialized folder for writing under a lock the caller took (the agent takes it
-    /// first, so that it answers `status` while the log is read).
-    public static func open(at root: String, holding lock: FolderLock, logger: Logger) throws(StoreError) -> FolderStore {
-        try FolderStore(layout: FolderLayout(root: root), info: try readInfo(root: root), lock: lock, logger: logger)
+    /// Opens the folder whose identity is `info` (`readInfo`) for writing, under a lock the
+    /// caller took (the agent takes it first, so that it answers `status` while the log is read).
+    public static func open(at root: String, info: FolderInfo, holding lock: FolderLock, logger: Logger) throws(StoreError) -> FolderStore {
+        let layout = FolderLayout(root: root)
+        precondition(lock.path == layout.lockFile, "the lock of another folder")
+        return try FolderStore(layout: layout, info: info, lock: lock, logger: logger)
     }
 
     /// The folder's identity from `.ferry/folder.json`, without reading its log.

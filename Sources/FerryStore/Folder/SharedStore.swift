@@ -120,9 +120,9 @@ public actor SharedStore {
                             try store.objects.adopt(temp: objectTemp, as: body.digest)
                             body.objectTemp = nil
                             incoming.object = body.digest
-                            preparedFile = body.documentTemp.map { PreparedFile(temp: $0, text: body.documentText) }
+                            preparedFile = body.documentTemp.map { PreparedFile(temp: $0, known: body.documentText) }
                         }
-                        results.append(.success(try store.applyRemote(incoming, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile,
+                        results.append(.success(try store.applyRemote(incoming, parsedBody: nil, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile,
                                                                       settleFile: lastOfDocument[incoming.doc] == i, resolve: false)))
                     } catch {
                         if let body = remote.jsonBody {
@@ -155,9 +155,9 @@ public actor SharedStore {
     /// Checks a received JSON body and starts writing its files on the folder's file worker
     /// (the object's bytes, and the document's pretty-printed temp file); returns at once.
     /// Called by a session as each revision arrives, on its own thread, so that files are
-    /// created while the store is busy with earlier revisions; the value is kept only until
-    /// its files are written. `canonical` are the canonical bytes of `value`; `doc` is the
-    /// document it is a body of.
+    /// created while the store is busy with earlier revisions. `value` is checked here (a JSON
+    /// object, within bounds, every blob it names stored) and not kept: the files are written
+    /// from `canonical`, its canonical bytes. `doc` is the document it is a body of.
     public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], for doc: DocumentID) -> ReceivedBody {
         let layout = self.layout
         // No temp file where the document cannot go (a symbolic link or a file above it): the
@@ -168,11 +168,13 @@ public actor SharedStore {
         if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, isStored: stored) {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
         }
+        // The blobs a large body references, for the file's text to be remembered with them.
+        let blobs = canonical.count >= KnownFileText.minimumSize ? (try? value.blobReferences())?.map(\.digest) : nil
         var body: ReceivedBody?
         fileWorker.submit(queueLimit: Self.preparedBodiesQueued) { ticket in
             let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)
             body = received
-            return { received.write(canonical: canonical, document: document, layout: layout) }
+            return { received.write(canonical: canonical, blobs: blobs, document: document, layout: layout) }
         }
         return body!
     }
@@ -198,7 +200,7 @@ public actor SharedStore {
     }
 
     /// Most received bodies waiting for the file worker; beyond it the receiving session writes
-    /// the oldest itself (each holds its bytes and value until written).
+    /// the oldest itself (each holds its canonical bytes until written).
     static let preparedBodiesQueued = 256
 
     /// Removes a prepared body's files when its revision will never reach the store (the

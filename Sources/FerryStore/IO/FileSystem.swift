@@ -46,16 +46,6 @@ public enum FileSystem {
         }
     }
 
-    /// Reads at most `buffer.count` bytes into `buffer`; 0 at the end of the file.
-    public static func read(_ fd: Int32, into buffer: inout [UInt8], path: String) throws(StoreError) -> Int {
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            throw StoreError.system("cannot read", path: path)
-        }
-    }
-
     /// Reads `fd` to its end in chunks of `chunkSize` bytes, handing each to `body`: memory
     /// stays at one chunk whatever the file's size (how every blob is hashed and copied).
     public static func forEachChunk(of fd: Int32, path: String, chunkSize: Int = 1 << 20,

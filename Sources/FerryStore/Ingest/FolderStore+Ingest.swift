@@ -198,8 +198,8 @@ extension FolderStore {
         } catch where error.errno == EACCES {
             return .failure(JSONBodyError(Self.permissionDenied))
         }
-        let text = KnownFileText.digest(of: raw)
-        if let text, let known = knownTexts[doc], known.text == text, objects.contains(known.object) {
+        if raw.count >= KnownFileText.minimumSize, let known = knownTexts[doc], known.text == BlobDigest.of(raw),
+           objects.contains(known.object), known.blobs.allSatisfy(objects.contains) {
             return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
         let value: JSONValue
@@ -209,9 +209,11 @@ extension FolderStore {
         guard case .object = value else {
             return .failure(JSONBodyError("line 1, column 1: the top level must be a JSON object"))
         }
+        let blobs: [BlobDigest]
         do {
-            for ref in try value.blobReferences() where !objects.contains(ref.digest) {
-                return .failure(JSONBodyError("references blob \(ref.digest), which is not in .ferry/objects"))
+            blobs = try value.blobReferences().map(\.digest)
+            for blob in blobs where !objects.contains(blob) {
+                return .failure(JSONBodyError("references blob \(blob), which is not in .ferry/objects"))
             }
         } catch {
             return .failure(JSONBodyError("invalid blob reference: \(error)"))
@@ -219,7 +221,7 @@ extension FolderStore {
         let canonical = value.canonicalBytes
         if let why = Self.jsonSizeRefusal(value, canonicalCount: canonical.count) { return .failure(JSONBodyError(why)) }
         let read = JSONBodyRead(digest: BlobDigest.of(canonical), size: canonical.count, canonical: canonical)
-        knownTexts[doc] = text.map { KnownFileText(text: $0, object: read.digest, size: read.size) }
+        knownTexts[doc] = KnownFileText.of(raw, object: read.digest, size: read.size) { blobs }
         return .success(read)
     }
 

@@ -48,16 +48,16 @@ public final class RevisionLog {
             return ReadResult()
         }
         defer { close(fd) }
-        // Read a chunk at a time, not whole: a 100,000-revision log is 28 MiB, which a
-        // folder's peak memory need not hold at once.
+        // A chunk at a time, not whole: a large log need not be in memory at once beside the
+        // index it builds (docs/performance.md).
         var result = ReadResult()
         var lines = 0
         var pending: [UInt8] = []  // bytes after the last complete line read so far
-        var chunk = [UInt8](repeating: 0, count: chunkSize)
-        while true {
-            let n = try FileSystem.read(fd, into: &chunk, path: path)
-            if n == 0 { break }
-            pending += chunk[0..<n]
+        try FileSystem.forEachChunk(of: fd, path: path, chunkSize: chunkSize) { chunk throws(StoreError) in
+            pending += chunk
+            // Lines are decoded once one ends in this chunk: a long line is not searched again
+            // for every chunk it spans.
+            guard chunk.contains(0x0A) else { return }
             let used = pending.withUnsafeBufferPointer { decodeLines($0, base: result.validLength, lines: &lines, into: &result, body) }
             pending.removeFirst(used)
         }

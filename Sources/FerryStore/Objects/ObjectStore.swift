@@ -377,15 +377,15 @@ struct PendingFile {
     let rev: RevisionID
     /// The revision the file held before (nil: none), for telling stale saves.
     let over: RevisionID?
-    /// The SHA-256 of the temp file's bytes, for a large JSON file (`KnownFileText`).
-    var text: BlobDigest? = nil
+    /// What the temp file holds, remembered once it is in place (a large JSON file).
+    var known: KnownFileText? = nil
 }
 
 /// A temp file beside a document holding a received body pretty-printed
-/// (`SharedStore.prepare`), and the SHA-256 of its bytes when it is large (`KnownFileText`).
-public struct PreparedFile: Sendable {
+/// (`SharedStore.prepare`), and what it holds when it is large enough to remember.
+struct PreparedFile: Sendable {
     /// The temp file.
-    public var temp: String
-    /// The digest of its bytes (nil: a small file, not remembered).
-    public var text: BlobDigest?
+    var temp: String
+    /// Its text (nil: a small file, not remembered).
+    var known: KnownFileText?
 }

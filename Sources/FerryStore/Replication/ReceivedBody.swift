@@ -24,8 +24,8 @@ public final class ReceivedBody: @unchecked Sendable {
     var objectTemp: String?
     /// The document's temp file (in the document's directory).
     var documentTemp: String?
-    /// The SHA-256 of its bytes, when it is large enough to remember (`KnownFileText`).
-    var documentText: BlobDigest?
+    /// What it holds, when it is large enough to remember (`KnownFileText`).
+    var documentText: KnownFileText?
     /// Why the files could not be written (a full disk); the revision then fails.
     var error: StoreError?
     /// Why the body itself is refused (not a JSON object, or it names a blob not here); no
@@ -41,7 +41,7 @@ public final class ReceivedBody: @unchecked Sendable {
 
     /// Writes the files (on the worker): the object's bytes, then the document's
     /// pretty-printed temp file (none when `document` is nil: it cannot be placed).
-    func write(canonical: [UInt8], document: String?, layout: FolderLayout) {
+    func write(canonical: [UInt8], blobs: [BlobDigest]?, document: String?, layout: FolderLayout) {
         do {
             // Written even if the object is stored already: renaming over it at commit is
             // harmless (same name, same bytes), and cheaper than a lookup for every body.
@@ -55,7 +55,7 @@ public final class ReceivedBody: @unchecked Sendable {
             let pretty = canonical.withUnsafeBufferPointer { JSONValue.prettyBytes(fromCanonical: $0) }
             try FileSystem.createFile(file, pretty)
             documentTemp = file
-            documentText = KnownFileText.digest(of: pretty)
+            documentText = KnownFileText.of(pretty, object: digest, size: canonical.count) { blobs }
         } catch {
             self.error = error
         }
