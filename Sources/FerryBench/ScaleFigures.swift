@@ -170,9 +170,9 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         let agentStart = DispatchTime.now().uptimeNanoseconds
         let agent = try QuietAgent(folder: largeSource, arguments: ["--no-listen"])
         var firstAnswer = Double.nan, fullAnswer = Double.nan
-        // Its first act is to take the folder's lock (its pid in `.ferry/lock`): a status asked
-        // before that reads the folder itself, and would time that instead.
-        for _ in 0..<1_000 where ((try? String(contentsOfFile: largeSource + "/.ferry/lock", encoding: .utf8)) ?? "").isEmpty { usleep(1_000) }
+        // Its first act is to take the folder's lock: a status asked before that reads the
+        // folder itself, and would time that instead.
+        for _ in 0..<1_000 where FolderLock.holder(path: largeSource + "/.ferry/lock") == nil { usleep(1_000) }
         let locked = Double(DispatchTime.now().uptimeNanoseconds - agentStart) / 1e9
         for _ in 0..<600 {
             let run = try measure(ferry, ["status", "-C", largeSource, "--json"])

@@ -209,8 +209,8 @@ import Testing
             let agent = try ChildProcess(FerryProcess.ferryExecutable, ["serve", "--no-listen"], in: dir,
                                          environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
             defer { _ = agent.stop(grace: 5) }
-            // The agent holds the lock (its pid in it) before anything else, and answers from then on.
-            for _ in 0..<500 where ((try? String(contentsOfFile: dir + "/.ferry/lock", encoding: .utf8)) ?? "").isEmpty { usleep(2_000) }
+            // The agent holds the lock before anything else, and answers from then on.
+            for _ in 0..<500 where FolderLock.holder(path: dir + "/.ferry/lock") == nil { usleep(2_000) }
             var steps: [String] = []
             var running: [String: Any]?
             for _ in 0..<300 {
