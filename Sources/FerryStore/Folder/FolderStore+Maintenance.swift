@@ -26,15 +26,15 @@ public struct VerifyReport: Sendable {
     public var isClean: Bool { corruptObjects.isEmpty && missingObjects.isEmpty && logProblems.isEmpty && strayObjectFiles.isEmpty }
 }
 
-/// A folder's files and the stat cache its writer left, read without the index
-/// (`FolderStore.survey`).
+/// A folder's files, and what the stat cache its writer left proves of each, read without
+/// the index (`FolderStore.survey`).
 public struct FolderSurvey: Sendable {
     /// Every document file, in no particular order.
     public var found: [FolderScanner.Found]
+    /// For each of `found`, the body the stat cache proves it still holds (nil: to be read).
+    public var proven: [BlobDigest?]
     /// Paths that are not synced.
     public var skipped: [FolderScanner.Skipped]
-    /// The writer's stat cache as it was saved.
-    public var statCache: StatCache
 }
 
 /// How the files on disk differ from the log.
@@ -111,7 +111,12 @@ extension FolderStore {
     /// thread while the log is read.
     public static func survey(root: String) throws -> FolderSurvey {
         let (found, skipped) = try FolderScanner(root: root, rules: IgnoreRules.load(root: root)).scan(sorted: false)
-        return FolderSurvey(found: found, skipped: skipped, statCache: StatCache.load(path: FolderLayout(root: root).statCacheFile))
+        // The cache is consulted here too, so that the thread reading the log has only the
+        // index to look up per file.
+        let cache = StatCache.load(path: FolderLayout(root: root).statCacheFile)
+        let now = wallClockNanoseconds()
+        let proven = found.map { cache.provenObject($0.doc, fingerprint: $0.fingerprint, now: now) }
+        return FolderSurvey(found: found, proven: proven, skipped: skipped)
     }
 
     /// Compares every file with its document's current revision, without recording anything;
@@ -123,12 +128,18 @@ extension FolderStore {
         var liveOnDisk = 0
         // Files unchanged since they were recorded are not read, as a scan does (a reader,
         // such as `ferry status` beside no agent, loads the cache the writer left).
-        let cache = isWritable ? statCache : survey?.statCache ?? StatCache.load(path: layout.statCacheFile)
-        let now = wallClockNanoseconds()
-        for file in found {
+        let proven: [BlobDigest?]
+        if let survey {
+            proven = survey.proven
+        } else {
+            let cache = isWritable ? statCache : StatCache.load(path: layout.statCacheFile)
+            let now = wallClockNanoseconds()
+            proven = found.map { cache.provenObject($0.doc, fingerprint: $0.fingerprint, now: now) }
+        }
+        for (file, held) in zip(found, proven) {
             let cur = current(file.doc)
             if let cur, !cur.deleted { liveOnDisk += 1 }
-            if let cur, !cur.deleted, cache.proves(file.doc, fingerprint: file.fingerprint, current: cur.object, now: now) { continue }
+            if let cur, !cur.deleted, let held, held == cur.object { continue }
             switch try digestOnDisk(file.doc) {
             case .failure(let why)?: state.unreadable.append((file.doc, why.message))
             case .success(let digest)?:

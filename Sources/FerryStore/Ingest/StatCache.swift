@@ -167,8 +167,14 @@ public struct StatCache: Sendable {
 
     /// True when `fingerprint` proves the file still holds `current` without reading it.
     public func proves(_ doc: DocumentID, fingerprint: FileFingerprint, current: BlobDigest?, now: Int) -> Bool {
-        guard let e = entries[doc], let current, e.object == current, e.fingerprint == fingerprint else { return false }
-        return fingerprint.mtime < now - Self.racyWindow
+        guard let current else { return false }
+        return provenObject(doc, fingerprint: fingerprint, now: now) == current
+    }
+
+    /// The body the file provably still holds, by its `fingerprint` (nil: it must be read).
+    public func provenObject(_ doc: DocumentID, fingerprint: FileFingerprint, now: Int) -> BlobDigest? {
+        guard let e = entries[doc], e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
+        return e.object
     }
 }
 
