@@ -118,7 +118,7 @@ extension FolderStore {
             fileBases[doc] = nil
             guard expecting != nil else { return .upToDate }
             if let tombstone = now { noteWrite(doc, rev: tombstone.rev, over: over) }
-            statCache.set(doc, nil)
+            forgetWhatTheFileHeld(doc)
             try FileSystem.unlink(path)
             if let batch = objects.batch { batch.filesRemoved = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
             removeEmptyDirectories(above: doc)

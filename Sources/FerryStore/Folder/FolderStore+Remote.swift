@@ -111,17 +111,20 @@ extension FolderStore {
                 guard parsed.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
                 value = parsed
             }
-            if let why = Self.jsonBodyRefusal(value, canonicalCount: r.size, isStored: objects.contains) { throw reject(why) }
+            if let why = Self.jsonBodyRefusal(value, canonicalCount: r.size, references: try? value.blobReferences(), isStored: objects.contains) {
+                throw reject(why)
+            }
         }
     }
 
     /// Why `value` cannot be the body of a `.json` document, or nil: it must be a JSON object
     /// whose file (pretty-printed) ferry can read back (`jsonSizeRefusal`), and every blob it
-    /// references must already be stored (`isStored`).
-    static func jsonBodyRefusal(_ value: JSONValue, canonicalCount: Int, isStored: (BlobDigest) -> Bool) -> String? {
+    /// references (`references`, its `blobReferences()`; nil when one is malformed, which is
+    /// not refused here) must already be stored (`isStored`).
+    static func jsonBodyRefusal(_ value: JSONValue, canonicalCount: Int, references: [BlobReference]?, isStored: (BlobDigest) -> Bool) -> String? {
         guard case .object = value else { return "the body of a .json document must be a JSON object" }
         if let why = jsonSizeRefusal(value, canonicalCount: canonicalCount) { return why }
-        for ref in (try? value.blobReferences()) ?? [] where !isStored(ref.digest) {
+        for ref in references ?? [] where !isStored(ref.digest) {
             return "it references blob \(ref.digest), which has not arrived"
         }
         return nil

@@ -165,11 +165,13 @@ public actor SharedStore {
         let document = layout.placementProblem(of: doc.rawValue) == nil ? layout.path(of: doc.rawValue) : nil
         let digest = BlobDigest.of(canonical)
         let stored = { (digest: BlobDigest) in FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) }
-        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, isStored: stored) {
+        // One walk of the body finds the blobs it names: checked here, and remembered with a
+        // large body's file (`KnownFileText`).
+        let references = try? value.blobReferences()
+        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: stored) {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
         }
-        // The blobs a large body references, for the file's text to be remembered with them.
-        let blobs = canonical.count >= KnownFileText.minimumSize ? (try? value.blobReferences())?.map(\.digest) : nil
+        let blobs = canonical.count >= KnownFileText.minimumSize ? references?.map(\.digest) : nil
         var body: ReceivedBody?
         fileWorker.submit(queueLimit: Self.preparedBodiesQueued) { ticket in
             let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)

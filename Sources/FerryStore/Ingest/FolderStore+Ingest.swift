@@ -83,12 +83,12 @@ extension FolderStore {
             // Only a file that should be there (it held a live revision) can be away for a moment.
             let held = fileRevision(doc).flatMap { index[doc]?.nodes[$0] }
             if whenMissing == .wait, let held, !held.deleted { return .missing }
-            statCache.set(doc, nil)
+            forgetWhatTheFileHeld(doc)
             return .deleted(try recordMissing(doc))
         }
         guard st.st_mode & S_IFMT == S_IFREG else {
             unreadable[doc] = nil
-            statCache.set(doc, nil)
+            forgetWhatTheFileHeld(doc)
             // A document replaced by a symlink or a directory is no longer a document here.
             _ = try recordMissing(doc)
             return .notRegular("not a regular file")
@@ -175,6 +175,13 @@ extension FolderStore {
         return entry
     }
 
+    /// Drops what the stat cache and the remembered texts say `doc`'s file held: it is gone,
+    /// or no longer a regular file.
+    func forgetWhatTheFileHeld(_ doc: DocumentID) {
+        statCache.set(doc, nil)
+        knownTexts[doc] = nil
+    }
+
     /// Why a file this user may not read is not recorded (it is read again when its mode
     /// changes: the watcher reports `chmod`).
     static let permissionDenied = "permission denied: this user cannot read it"
@@ -198,7 +205,9 @@ extension FolderStore {
         } catch where error.errno == EACCES {
             return .failure(JSONBodyError(Self.permissionDenied))
         }
-        if raw.count >= KnownFileText.minimumSize, let known = knownTexts[doc], known.text == BlobDigest.of(raw),
+        // The file's bytes are hashed once, to look for a remembered text and to remember this one.
+        let text = raw.count >= KnownFileText.minimumSize ? BlobDigest.of(raw) : nil
+        if let text, let known = knownTexts[doc], known.text == text,
            objects.contains(known.object), known.blobs.allSatisfy(objects.contains) {
             return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
@@ -221,7 +230,7 @@ extension FolderStore {
         let canonical = value.canonicalBytes
         if let why = Self.jsonSizeRefusal(value, canonicalCount: canonical.count) { return .failure(JSONBodyError(why)) }
         let read = JSONBodyRead(digest: BlobDigest.of(canonical), size: canonical.count, canonical: canonical)
-        knownTexts[doc] = KnownFileText.of(raw, object: read.digest, size: read.size) { blobs }
+        knownTexts[doc] = text.map { KnownFileText(text: $0, object: read.digest, size: read.size, blobs: blobs) }
         return .success(read)
     }
 
