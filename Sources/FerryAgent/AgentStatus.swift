@@ -23,12 +23,12 @@ public enum AgentStatus {
             ]
         }
         func problems(_ byDoc: [DocumentID: String], _ key: String) -> JSONValue {
-            .array(byDoc.sorted { $0.key < $1.key }.map { ["doc": .string($0.key.rawValue), key: .string($0.value)] })
+            ReportJSON.documents(byDoc.sorted { $0.key < $1.key }.map { (doc: $0.key, reason: $0.value) }, key: key)
         }
         return [
             "documents": .int(folder.documents), "revisions": .int(folder.revisions), "last_seq": .int(folder.lastSequence),
             "unreadable": problems(folder.unreadable, "error"), "held_back": problems(folder.heldBack, "reason"),
-            "skipped": .array(skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
+            "skipped": ReportJSON.skipped(skipped),
             "listener": listening,
             "replications": .array(replicators.map { peer, replicator in json(peer: peer, status: replicator.status) }),
         ]

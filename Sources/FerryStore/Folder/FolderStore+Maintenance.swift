@@ -37,6 +37,21 @@ public struct FolderSurvey: Sendable {
     public var skipped: [FolderScanner.Skipped]
 }
 
+/// How ferry's JSON reports show documents and paths with a reason (files it cannot record or
+/// write, paths it does not sync): the same keys from `status` (whether the agent or the
+/// folder answers), `init`, `scan`, `verify` and `conflicts`.
+public enum ReportJSON {
+    /// `[{"doc": …, key: reason}]`, in the order given.
+    public static func documents(_ list: [(doc: DocumentID, reason: String)], key: String) -> JSONValue {
+        .array(list.map { ["doc": .string($0.doc.rawValue), key: .string($0.reason)] })
+    }
+
+    /// `[{"path": …, "reason": …}]`.
+    public static func skipped(_ list: [FolderScanner.Skipped]) -> JSONValue {
+        .array(list.map { ["path": .string($0.path), "reason": .string($0.reason)] })
+    }
+}
+
 /// How the files on disk differ from the log.
 public struct DiskState: Sendable {
     /// A change not yet recorded.
@@ -113,9 +128,7 @@ extension FolderStore {
         let (found, skipped) = try FolderScanner(root: root, rules: IgnoreRules.load(root: root)).scan(sorted: false)
         // The cache is consulted here too, so that the thread reading the log has only the
         // index to look up per file.
-        let cache = StatCache.load(path: FolderLayout(root: root).statCacheFile)
-        let now = wallClockNanoseconds()
-        let proven = found.map { cache.provenObject($0.doc, fingerprint: $0.fingerprint, now: now) }
+        let proven = StatCache.load(path: FolderLayout(root: root).statCacheFile).provenObjects(found)
         return FolderSurvey(found: found, proven: proven, skipped: skipped)
     }
 
@@ -128,14 +141,7 @@ extension FolderStore {
         var liveOnDisk = 0
         // Files unchanged since they were recorded are not read, as a scan does (a reader,
         // such as `ferry status` beside no agent, loads the cache the writer left).
-        let proven: [BlobDigest?]
-        if let survey {
-            proven = survey.proven
-        } else {
-            let cache = isWritable ? statCache : StatCache.load(path: layout.statCacheFile)
-            let now = wallClockNanoseconds()
-            proven = found.map { cache.provenObject($0.doc, fingerprint: $0.fingerprint, now: now) }
-        }
+        let proven = survey?.proven ?? (isWritable ? statCache : StatCache.load(path: layout.statCacheFile)).provenObjects(found)
         for (file, held) in zip(found, proven) {
             let cur = current(file.doc)
             if let cur, !cur.deleted { liveOnDisk += 1 }

@@ -171,6 +171,12 @@ public struct StatCache: Sendable {
         return provenObject(doc, fingerprint: fingerprint, now: now) == current
     }
 
+    /// For each of `found`, the body the file provably still holds (nil: it must be read).
+    public func provenObjects(_ found: [FolderScanner.Found]) -> [BlobDigest?] {
+        let now = wallClockNanoseconds()
+        return found.map { provenObject($0.doc, fingerprint: $0.fingerprint, now: now) }
+    }
+
     /// The body the file provably still holds, by its `fingerprint` (nil: it must be read).
     public func provenObject(_ doc: DocumentID, fingerprint: FileFingerprint, now: Int) -> BlobDigest? {
         guard let e = entries[doc], e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }

@@ -136,7 +136,7 @@ struct ConflictsCommand: ParsableCommand {
                     return .object(o)
                 }),
                 "open": .array(open.map { ["doc": .string($0.key.rawValue), "leaves": .array($0.value.liveLeaves.map { .string($0.rev.description) })] }),
-                "held_back": .array(heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
+                "held_back": ReportJSON.documents(heldBack, key: "reason"),
             ])
             return
         }

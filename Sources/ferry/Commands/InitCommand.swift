@@ -39,8 +39,8 @@ struct InitCommand: ParsableCommand {
             printJSON([
                 "folder": .string(root), "name": .string(store.info.name), "id": .string(store.info.id),
                 "recorded": .int(report.recorded.count),
-                "unreadable": .array(report.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
-                "skipped": .array(report.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
+                "unreadable": ReportJSON.documents(report.unreadable, key: "error"),
+                "skipped": ReportJSON.skipped(report.skipped),
             ])
             return
         }
@@ -66,7 +66,7 @@ struct ScanCommand: ParsableCommand {
         if output.json {
             printJSON([
                 "recorded": .array(report.recorded.map(\.json)),
-                "unreadable": .array(report.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
+                "unreadable": ReportJSON.documents(report.unreadable, key: "error"),
             ])
             return
         }

@@ -24,7 +24,7 @@ struct VerifyCommand: ParsableCommand {
                 "log_problems": .array(r.logProblems.map { .string($0) }),
                 "torn_tail_bytes": .int(r.tornTailBytes),
                 "pending": .array(r.pending.map { .string($0.rawValue) }),
-                "unreadable": .array(r.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
+                "unreadable": ReportJSON.documents(r.unreadable, key: "error"),
             ])
         } else {
             for c in r.corruptObjects { print("CORRUPT object \(c.path) (its bytes hash to \(c.actual))") }
@@ -115,9 +115,9 @@ struct StatusCommand: ParsableCommand {
         return [
             "documents": .int(store.index.liveDocumentCount), "revisions": .int(store.index.revisionCount), "last_seq": .int(store.index.lastSeq),
             "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
-            "unreadable": .array(disk.unreadable.map { ["doc": .string($0.doc.rawValue), "error": .string($0.reason)] }),
-            "skipped": .array(disk.skipped.map { ["path": .string($0.path), "reason": .string($0.reason)] }),
-            "held_back": .array(disk.heldBack.map { ["doc": .string($0.doc.rawValue), "reason": .string($0.reason)] }),
+            "unreadable": ReportJSON.documents(disk.unreadable, key: "error"),
+            "skipped": ReportJSON.skipped(disk.skipped),
+            "held_back": ReportJSON.documents(disk.heldBack, key: "reason"),
         ]
     }
 
