@@ -8,8 +8,8 @@ import Foundation
 import Glibc
 #endif
 
-/// Counts renames of one name into many directories (how ferry writes a replicated file):
-/// one inotify descriptor watching every directory.
+/// Watches renames into one or many directories (how ferry writes a replicated file): one
+/// inotify descriptor watching every directory.
 final class ArrivalWatch {
     let fd: Int32
 
@@ -23,11 +23,13 @@ final class ArrivalWatch {
     func waitForAll(_ name: String, count: Int, timeoutMs: Int32 = 10_000) -> UInt64? {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var seen = Set<Int32>()  // the watches (directories) that saw it
+        var arrived: UInt64 = 0
         while seen.count < count {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&p, 1, timeoutMs) == 1 else { return nil }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { return nil }
+            arrived = DispatchTime.now().uptimeNanoseconds  // when the events were read, not parsed
             var offset = 0
             while offset + 16 <= n {
                 let length = Int(buffer[offset + 12]) | Int(buffer[offset + 13]) << 8 | Int(buffer[offset + 14]) << 16 | Int(buffer[offset + 15]) << 24
@@ -37,7 +39,7 @@ final class ArrivalWatch {
                 offset += 16 + length
             }
         }
-        return DispatchTime.now().uptimeNanoseconds
+        return arrived
     }
 
     deinit { close(fd) }
@@ -95,12 +97,12 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
     let (listener, url) = try AgentChild.listener(left, tls: true)
     let replicator = try AgentChild(folder: right, arguments: ["--no-listen", "--peer", url, "--accept-self-signed"])
     _ = replicator.waitFor("connected")
-    let watch = RenameWatch(right)
+    let watch = ArrivalWatch([right])
     var times: [Double] = []
     try settle()
     for i in 0..<edits {
         let t0 = try saveByRename(body(i), as: name, in: left)
-        guard let t1 = watch.wait(for: name, timeoutMs: 30_000) else { print("  edit \(i) did not arrive"); break }
+        guard let t1 = watch.waitForAll(name, count: 1, timeoutMs: 30_000) else { print("  edit \(i) did not arrive"); break }
         times.append(Double(t1 - t0) / 1e6)
         usleep(20_000)
     }

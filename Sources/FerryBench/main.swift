@@ -271,15 +271,10 @@ _ = try measure(ferry, ["init", "--sample", latencyDir])
 let latencyAgent = try AgentChild(folder: latencyDir)
 _ = latencyAgent.waitFor("watching")
 var latencies: [Double] = []
-/// Saves edit number `i` of `edited.json` in `folder` the way sed -i does (a temp file renamed
-/// over it); returns when the rename happened.
+/// Saves edit number `i` of `edited.json` in `folder` the way sed -i does (`saveByRename`);
+/// returns when the rename happened.
 func saveEdit(_ i: Int, in folder: String) throws -> UInt64 {
-    let text = "{\"edit\": \(i), \"items\": [\"a\", \"b\"]}\n"
-    let temp = folder + "/.bench.tmp"
-    try Data(text.utf8).write(to: URL(fileURLWithPath: temp))
-    let t0 = DispatchTime.now().uptimeNanoseconds
-    rename(temp, folder + "/edited.json")
-    return t0
+    try saveByRename(Data("{\"edit\": \(i), \"items\": [\"a\", \"b\"]}\n".utf8), as: "edited.json", in: folder)
 }
 
 for i in 0..<editCount {
@@ -295,34 +290,6 @@ if !latencies.isEmpty {
 }
 
 // 4. Replication over ws:// on 127.0.0.1, with fsync on both sides.
-/// Blocks until `name` is renamed into `directory` (how ferry writes a replicated file) or
-/// `timeoutMs` passes; returns when.
-final class RenameWatch {
-    let fd: Int32
-    init(_ directory: String) {
-        fd = inotify_init1(Int32(IN_CLOEXEC))
-        inotify_add_watch(fd, directory, UInt32(IN_MOVED_TO))
-    }
-    func wait(for name: String, timeoutMs: Int32 = 5_000) -> UInt64? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, timeoutMs) == 1 else { return nil }
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { return nil }
-            let now = DispatchTime.now().uptimeNanoseconds
-            var offset = 0
-            while offset + 16 <= n {
-                let length = Int(buffer[offset + 12]) | Int(buffer[offset + 13]) << 8 | Int(buffer[offset + 14]) << 16 | Int(buffer[offset + 15]) << 24
-                let nameBytes = buffer[(offset + 16)..<(offset + 16 + length)].prefix { $0 != 0 }
-                if String(decoding: nameBytes, as: UTF8.self) == name { return now }
-                offset += 16 + length
-            }
-        }
-    }
-    deinit { close(fd) }
-}
-
 /// rsync's side of the replication figures, measured once: one run after an edit of one
 /// file (no watching: the transfer alone), the N documents, the 200 MiB file.
 struct RsyncFigures {
@@ -354,13 +321,13 @@ do {
     _ = try measure(ferry, ["init", right, "--name", "bench"])
     let (listener, url) = try AgentChild.listener(left, tls: tls)
     let replicator = try AgentChild(folder: right, arguments: ["--no-listen", "--peer", url] + trust)
-    let watch = RenameWatch(right)
+    let watch = ArrivalWatch([right])
     _ = replicator.waitFor("connected")
     var remote: [Double] = []
     try settle()
     for i in 0..<editCount {
         let t0 = try saveEdit(i, in: left)
-        guard let t1 = watch.wait(for: "edited.json") else { print("edit \(i) did not arrive"); break }
+        guard let t1 = watch.waitForAll("edited.json", count: 1, timeoutMs: 5_000) else { print("edit \(i) did not arrive"); break }
         remote.append(Double(t1 - t0) / 1e6)
         usleep(5_000)
     }
