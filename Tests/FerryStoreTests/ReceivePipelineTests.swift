@@ -194,7 +194,7 @@ import FerryTesting
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes
-        let body = shared.prepare(value, canonical: bytes, for: doc)
+        let body = shared.prepare(value, canonical: bytes, references: try? value.blobReferences(), for: doc)
         let rev = RevisionID.compute(parent: nil, deleted: false, body: body.digest)
         let incoming = IncomingRevision(doc: doc, rev: rev, history: [], deleted: false, object: nil, size: bytes.count, origin: "peer")
         return RemoteRevision(incoming: incoming, jsonBody: body)

@@ -83,17 +83,19 @@ extension PeerSession {
     func receiveAtOnce(_ incoming: IncomingRequest) -> Bool {
         guard case let .rev(doc, rev, history, _, body, merged, author) = incoming.request, !readOnly, !closed, relatedness == nil, arrivalOrder.isClear(doc),
               FolderStore.nameRefusal(doc) == nil else { return false }
+        var references: [BlobReference]?
         switch body {
         case .deleted:
             break
         case .json(let value):
             guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
+            references = refs
         case .blob(let ref):
             guard objects.contains(ref.digest) else { return false }
         case .delta, .canonicalJSON:
             return false
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, references: references)
         inbox.append(ReceivedRevision(revision: remote, then: .answer(incoming.handle), size: incoming.size))
         budget.queued(incoming.size)
         inboxSignal?.yield()
@@ -102,10 +104,11 @@ extension PeerSession {
 
     /// A received revision as the store takes it, from the peer on this connection; every
     /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
-    /// canonical bytes when they were computed to check it). A JSON body's files start being
-    /// written now, on the folder's file worker, while the store is busy with earlier ones.
+    /// canonical bytes when they were computed to check it, and the blob references found
+    /// in it). A JSON body's files start being written now, on the folder's file worker, while
+    /// the store is busy with earlier ones.
     private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
-                          author: String?, canonical: [UInt8]? = nil) -> RemoteRevision {
+                          author: String?, canonical: [UInt8]? = nil, references: [BlobReference]?) -> RemoteRevision {
         var object: BlobDigest?
         var size = 0
         var jsonBody: ReceivedBody?
@@ -114,7 +117,7 @@ extension PeerSession {
             break
         case .json(let value):
             let bytes = canonical ?? value.canonicalBytes
-            (jsonBody, size) = (shared.prepare(value, canonical: bytes, for: doc), bytes.count)
+            (jsonBody, size) = (shared.prepare(value, canonical: bytes, references: references, for: doc), bytes.count)
         case .blob(let ref):
             (object, size) = (ref.digest, ref.length)
         case .delta, .canonicalJSON:
@@ -154,12 +157,13 @@ extension PeerSession {
             await withCheckedContinuation { arrivalOrder.park(doc, ticket, $0) }
         }
         defer { arrivalOrder.next(doc) }
-        let body: RevisionBody, canonical: [UInt8]?
+        let body: RevisionBody, canonical: [UInt8]?, references: [BlobReference]?
         switch prepared {
-        case .success(let ready): (body, canonical) = ready
+        case .success(let ready): (body, canonical, references) = ready
         case .failure(let failure): return .failure(failure)
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, canonical: canonical)
+        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author,
+                              canonical: canonical, references: references)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {
@@ -174,13 +178,15 @@ extension PeerSession {
     }
 
     /// What a received revision needs before the store can take it: a delta rebuilt (and its
-    /// canonical bytes, computed to check it), the blobs it names fetched.
+    /// canonical bytes, computed to check it), the blobs it names fetched (and their
+    /// references, found once for the store's check too).
     private func prepareBody(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
-                             merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?), ReceiveFailure> {
+                             merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?, [BlobReference]?), ReceiveFailure> {
         // A name no folder records is refused before anything of it is fetched.
         if let why = FolderStore.nameRefusal(doc) { return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): \(why)")) }
         var body = body
         var canonical: [UInt8]?
+        var references: [BlobReference]?
         if case .canonicalJSON(let bytes) = body {
             // ferry/1's codec hands bodies over parsed; a channel that passes the sender's
             // stored bytes through is parsed here, never trusted to be canonical (the store
@@ -205,7 +211,9 @@ extension PeerSession {
             case .canonicalJSON:
                 preconditionFailure("parsed above")
             case .json(let value):
-                for ref in try value.blobReferences() where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+                let refs = try value.blobReferences()
+                references = refs
+                for ref in refs where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
             case .blob(let ref):
                 if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
             case .delta:
@@ -221,7 +229,7 @@ extension PeerSession {
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
         }
-        return .success((body, canonical))
+        return .success((body, canonical, references))
     }
 
     /// The body a delta makes of its base revision here, checked against the revision id (a

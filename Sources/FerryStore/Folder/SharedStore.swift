@@ -157,17 +157,17 @@ public actor SharedStore {
     /// Called by a session as each revision arrives, on its own thread, so that files are
     /// created while the store is busy with earlier revisions. `value` is checked here (a JSON
     /// object, within bounds, every blob it names stored) and not kept: the files are written
-    /// from `canonical`, its canonical bytes. `doc` is the document it is a body of.
-    public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], for doc: DocumentID) -> ReceivedBody {
+    /// from `canonical`, its canonical bytes. `references` are its `blobReferences()` as the
+    /// caller found them (nil when one is malformed). `doc` is the document it is a body of.
+    public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], references: [BlobReference]?, for doc: DocumentID) -> ReceivedBody {
         let layout = self.layout
         // No temp file where the document cannot go (a symbolic link or a file above it): the
         // store holds such a document back (`FolderStore.heldBack`).
         let document = layout.placementProblem(of: doc.rawValue) == nil ? layout.path(of: doc.rawValue) : nil
         let digest = BlobDigest.of(canonical)
         let stored = { (digest: BlobDigest) in FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) }
-        // One walk of the body finds the blobs it names: checked here, and remembered with a
-        // large body's file (`KnownFileText`).
-        let references = try? value.blobReferences()
+        // The blobs it names are checked here, and remembered with a large body's file
+        // (`KnownFileText`).
         if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: stored) {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
         }
