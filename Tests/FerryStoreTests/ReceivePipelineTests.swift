@@ -191,6 +191,44 @@ import FerryTesting
         #expect(why.contains("references blob \(image)"), "\(why)")
     }
 
+    /// A blob fetched from a peer is verified as it arrives, then waits as a temp file for the
+    /// batch that stores the revisions naming it (a blob document's and a JSON document's), which
+    /// installs it with everything else it makes durable; bytes that do not hash to the
+    /// announced digest are refused and leave nothing behind.
+    @Test func aFetchedBlobIsInstalledByTheBatchThatStoresItsRevisions() async throws {
+        let f = try TestFolder()
+        let (root, layout) = (f.root, f.store.layout)
+        let bytes = (0..<300_000).map { UInt8($0 % 251) }
+        let digest = BlobDigest.of(bytes)
+        let shared = SharedStore(f.store)
+        let objects = ObjectStore(layout: layout)
+        let writer = try objects.beginWrite(expected: digest)
+        for start in stride(from: 0, to: bytes.count, by: 65_536) {
+            try writer.append(Array(bytes[start..<min(start + 65_536, bytes.count)]))
+        }
+        try shared.keepFetched(writer)
+        #expect(shared.hasBlob(digest) && !objects.contains(digest))
+
+        let photo = try DocumentID("photo.bin"), list = try DocumentID("list.json")
+        let blobRevision = IncomingRevision(doc: photo, rev: RevisionID.compute(parent: nil, deleted: false, body: digest), history: [],
+                                            deleted: false, object: digest, size: bytes.count, origin: "peer")
+        let value = JSONValue.object(["image": BlobReference(digest: digest, length: bytes.count, contentType: nil).json])
+        let results = await shared.applyRemote([RemoteRevision(incoming: blobRevision, jsonBody: nil), remote(list, value, shared)])
+        for result in results { _ = try result.get() }
+        #expect(try objects.read(digest) == bytes)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: root + "/photo.bin"))) == bytes)
+        #expect(FileManager.default.fileExists(atPath: root + "/list.json"))
+        #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
+
+        // Wrong bytes for a digest: refused, nothing kept, no temp file left.
+        let other = BlobDigest.of([1, 2, 3])
+        let bad = try objects.beginWrite(expected: other)
+        try bad.append([9, 9, 9])
+        #expect(throws: StoreError.self) { try shared.keepFetched(bad) }
+        #expect(!shared.hasBlob(other))
+        #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
+    }
+
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes

@@ -55,23 +55,4 @@ import FerryTesting
         try checkpoints.set("../../etc/evil", expectedRev: nil, local: 0, remote: 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: checkpoints.directory).allSatisfy { !$0.contains("/") && $0.hasSuffix(".json") })
     }
-
-    @Test func objectsArrivingInPiecesAreVerifiedBeforeTheyExist() throws {
-        let f = try TestFolder()
-        let bytes = (0..<300_000).map { UInt8($0 % 251) }
-        let digest = BlobDigest.of(bytes)
-        let writer = try f.store.objects.beginWrite(expected: digest)
-        for start in stride(from: 0, to: bytes.count, by: 65_536) {
-            try writer.append(Array(bytes[start..<min(start + 65_536, bytes.count)]))
-        }
-        try writer.finish()
-        #expect(try f.store.objects.read(digest) == bytes)
-        // Wrong bytes for a digest: refused, nothing stored, no temp file left.
-        let other = BlobDigest.of([1, 2, 3])
-        let bad = try f.store.objects.beginWrite(expected: other)
-        try bad.append([9, 9, 9])
-        #expect(throws: StoreError.self) { try bad.finish() }
-        #expect(!f.store.objects.contains(other))
-        #expect(try FileSystem.listDirectory(f.store.layout.tempDirectory).isEmpty)
-    }
 }

@@ -50,7 +50,8 @@ extension PeerSession {
         } while remaining > 0
     }
 
-    /// Fetches a blob a window at a time, verifying its digest as the bytes arrive.
+    /// Fetches a blob a window at a time, verifying its digest as the bytes arrive; the store's
+    /// next batch of received revisions installs it.
     func fetchBlob(_ digest: BlobDigest) async throws {
         let writer = try objects.beginWrite(expected: digest)
         var complete = false
@@ -73,7 +74,7 @@ extension PeerSession {
             guard last, received == length else { throw ReplicationError("\(endReason) while receiving \(digest)") }
             if length < Self.blobWindow { break }
         }
-        try writer.finish()
+        try shared.keepFetched(writer)  // made durable with the batch that stores its revision
         complete = true
         update { $0.blobsReceived += 1 }
     }

@@ -88,10 +88,10 @@ extension PeerSession {
         case .deleted:
             break
         case .json(let value):
-            guard let refs = try? value.blobReferences(), refs.allSatisfy({ objects.contains($0.digest) }) else { return false }
+            guard let refs = try? value.blobReferences(), refs.allSatisfy({ shared.hasBlob($0.digest) }) else { return false }
             references = refs
         case .blob(let ref):
-            guard objects.contains(ref.digest) else { return false }
+            guard shared.hasBlob(ref.digest) else { return false }
         case .delta, .canonicalJSON:
             return false
         }
@@ -213,9 +213,9 @@ extension PeerSession {
             case .json(let value):
                 let refs = try value.blobReferences()
                 references = refs
-                for ref in refs where !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+                for ref in refs where !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
             case .blob(let ref):
-                if !objects.contains(ref.digest) { try await fetchBlob(ref.digest) }
+                if !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
             case .delta:
                 preconditionFailure("expanded above")
             }

@@ -13,8 +13,8 @@ import Logging
 public actor PeerSession {
     let channel: ReplicationChannel
     let shared: SharedStore
-    /// This session's own handle on the objects: blobs it fetches are written beside the
-    /// folder's writer, never inside its batches.
+    /// This session's own handle on the objects: blobs it fetches are written to temp files
+    /// beside the folder's writer, which adopts them into its next batch (`keepFetched`).
     let objects: ObjectStore
     let logger: Logger
     var caughtUpWaiter: AsyncStream<Int>.Continuation?

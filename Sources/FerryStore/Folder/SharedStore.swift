@@ -27,6 +27,9 @@ public actor SharedStore {
     /// so they run off the cooperative pool), or the executor it was given.
     private nonisolated let executor: any SerialExecutor
 
+    /// Blobs fetched by sessions, verified, waiting for the next `applyRemote`'s batch.
+    private nonisolated let fetchedBlobs = FetchedBlobs()
+
     /// The folder's counts and problems as of the last operation (`summary`).
     private nonisolated let summaryBox: Mutex<FolderSummary>
 
@@ -94,8 +97,22 @@ public actor SharedStore {
         for (_, c) in subscribers { c.yield(last) }
     }
 
-    /// Applies revisions received from a peer as one batch: one `syncfs` for all their bodies
-    /// and files, then their log lines. Each revision succeeds or fails on its own; if the
+    /// True when the blob `digest` is stored, or fetched and waiting for the next batch: a
+    /// revision naming it needs nothing more fetched.
+    public nonisolated func hasBlob(_ digest: BlobDigest) -> Bool {
+        fetchedBlobs.contains(digest) || FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory))
+    }
+
+    /// Verifies a blob a session fetched (`ObjectStore.beginWrite`) and keeps it for the next
+    /// `applyRemote`, whose batch makes it durable and installs it; a blob whose bytes do not
+    /// hash to its name is removed and fails here.
+    public nonisolated func keepFetched(_ blob: PendingObject) throws(StoreError) {
+        let temp = try blob.finishVerified()
+        fetchedBlobs.add(blob.expected, temp: temp)
+    }
+
+    /// Applies revisions received from a peer as one batch: one `syncfs` for all their bodies,
+    /// blobs and files, then their log lines. Each revision succeeds or fails on its own; if the
     /// batch itself cannot be made durable (a full disk), all fail and nothing is recorded.
     /// Their bodies' files were written as they arrived (`prepare`); the ones still being
     /// written are waited for first. A document that comes several times has its file written
@@ -107,8 +124,13 @@ public actor SharedStore {
         var lastOfDocument: [DocumentID: Int] = [:]
         for (i, remote) in revisions.enumerated() { lastOfDocument[remote.incoming.doc] = i }
         var results: [Result<[LogEntry], StoreError>] = []
+        // Every blob fetched so far, among them all those these revisions name: installed by
+        // the batch, or removed with it if it fails; listed as here until then.
+        let fetched = fetchedBlobs.all()
+        defer { fetchedBlobs.remove(fetched) }
         do {
             try store.batch {
+                for (digest, temp) in fetched { try store.objects.adopt(temp: temp, as: digest) }
                 for (i, remote) in revisions.enumerated() {
                     do {
                         var incoming = remote.incoming
@@ -116,6 +138,10 @@ public actor SharedStore {
                         if let body = remote.jsonBody {
                             if let refusal = body.refusal { throw FolderStore.rejection(incoming, refusal) }
                             if let error = body.error { throw error }
+                            // Here when it was checked; gone only if the batch that took it failed.
+                            if let missing = body.blobs.first(where: { !store.objects.contains($0) }) {
+                                throw StoreError(.io, "blob \(missing) named by \(incoming.doc)@\(incoming.rev) was not stored")
+                            }
                             guard let objectTemp = body.objectTemp else { throw StoreError(.io, "the body of \(incoming.doc) was not written") }
                             try store.objects.adopt(temp: objectTemp, as: body.digest)
                             body.objectTemp = nil
@@ -165,18 +191,18 @@ public actor SharedStore {
         // store holds such a document back (`FolderStore.heldBack`).
         let document = layout.placementProblem(of: doc.rawValue) == nil ? layout.path(of: doc.rawValue) : nil
         let digest = BlobDigest.of(canonical)
-        let stored = { (digest: BlobDigest) in FileSystem.exists(ObjectStore.path(for: digest, in: layout.objectsDirectory)) }
         // The blobs it names are checked here, and remembered with a large body's file
         // (`KnownFileText`).
-        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: stored) {
-            return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, refusal: refusal)  // nothing to wait for
+        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: hasBlob) {
+            return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, blobs: [], refusal: refusal)  // nothing to wait for
         }
-        let blobs = canonical.count >= KnownFileText.minimumSize ? references?.map(\.digest) : nil
+        let blobs = references?.map(\.digest) ?? []
+        let remembered = canonical.count >= KnownFileText.minimumSize ? blobs : nil
         var body: ReceivedBody?
         fileWorker.submit(queueLimit: Self.preparedBodiesQueued) { ticket in
-            let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket)
+            let received = ReceivedBody(digest: digest, size: canonical.count, ticket: ticket, blobs: blobs)
             body = received
-            return { received.write(canonical: canonical, blobs: blobs, document: document, layout: layout) }
+            return { received.write(canonical: canonical, blobs: remembered, document: document, layout: layout) }
         }
         return body!
     }
@@ -218,7 +244,8 @@ public actor SharedStore {
     }
 }
 
-/// A revision from a peer as the replicator hands it over: its blobs are already stored; a
+/// A revision from a peer as the replicator hands it over: its blobs are stored or fetched
+/// (`SharedStore.keepFetched`); a
 /// JSON body was checked and its files are being written by the file worker
 /// (`SharedStore.prepare`), so the store neither reads nor parses it back.
 public struct RemoteRevision: Sendable {

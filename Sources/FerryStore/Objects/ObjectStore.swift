@@ -125,12 +125,12 @@ public final class ObjectStore {
         return (digest, hasher.count)
     }
 
-    /// Starts writing an object that arrives in pieces (a blob from a peer); the bytes are
-    /// hashed as they are written and must hash to `expected`.
+    /// Starts writing an object that arrives in pieces (a blob from a peer) to a temp file;
+    /// the bytes are hashed as they are written and must hash to `expected`.
     public func beginWrite(expected: BlobDigest) throws(StoreError) -> PendingObject {
         let temp = newTempPath()
         let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
-        return PendingObject(store: self, temp: temp, fd: fd, expected: expected)
+        return PendingObject(temp: temp, fd: fd, expected: expected)
     }
 
     /// Moves a written temp file to its content address.
@@ -219,18 +219,17 @@ public final class ObjectStore {
     }
 }
 
-/// An object being written piece by piece. `finish` verifies the digest and installs it;
-/// `abandon` (or a mismatch) removes the temp file, so nothing unverified is ever stored.
+/// An object being written piece by piece (a blob from a peer). `finishVerified` checks the
+/// digest and hands over the temp file for a batch to adopt; `abandon` (or a mismatch) removes
+/// it, so nothing unverified is ever stored.
 public final class PendingObject {
-    let store: ObjectStore
     let temp: String
     var fd: Int32
     let expected: BlobDigest
     var hasher = BlobHasher()
     var writeback: WritebackStarter
 
-    init(store: ObjectStore, temp: String, fd: Int32, expected: BlobDigest) {
-        self.store = store
+    init(temp: String, fd: Int32, expected: BlobDigest) {
         self.temp = temp
         self.fd = fd
         self.expected = expected
@@ -259,26 +258,25 @@ public final class PendingObject {
         try append(bytes[...])
     }
 
-    /// Verifies the digest, makes the object durable and installs it.
-    public func finish() throws(StoreError) {
+    /// Verifies the digest and closes the temp file, neither durable nor installed; returns
+    /// its path. It holds exactly the announced bytes; a batch that adopts it
+    /// (`ObjectStore.adopt`) makes it durable with everything else the batch wrote.
+    func finishVerified() throws(StoreError) -> String {
         precondition(fd >= 0, "object already finished")
         let digest = hasher.finalize()
         guard digest == expected else {
             abandon()
             throw StoreError(.corrupt, "received bytes hash to \(digest), not the announced \(expected); discarded")
         }
-        do throws(StoreError) {
-            // A trailing run of zeros was skipped, not written: the size says it is there.
-            if ftruncate(fd, off_t(hasher.count)) != 0 { throw StoreError.system("cannot set the size of", path: temp) }
-            if store.batch == nil { try FileSystem.sync(fd, path: temp) }
-        } catch {
+        // A trailing run of zeros was skipped, not written: the size says it is there.
+        if ftruncate(fd, off_t(hasher.count)) != 0 {
+            let error = StoreError.system("cannot set the size of", path: temp)
             abandon()
             throw error
         }
         close(fd)
         fd = -1
-        if store.contains(digest) { unlink(temp); return }
-        try store.install(temp: temp, as: digest)
+        return temp
     }
 
     /// Drops what was written.

@@ -28,14 +28,17 @@ public final class ReceivedBody: @unchecked Sendable {
     var documentText: KnownFileText?
     /// Why the files could not be written (a full disk); the revision then fails.
     var error: StoreError?
+    /// The blobs it names, checked again when the store takes it.
+    let blobs: [BlobDigest]
     /// Why the body itself is refused (not a JSON object, or it names a blob not here); no
     /// files are written for it.
     let refusal: String?
 
-    init(digest: BlobDigest, size: Int, ticket: UInt64, refusal: String? = nil) {
+    init(digest: BlobDigest, size: Int, ticket: UInt64, blobs: [BlobDigest], refusal: String? = nil) {
         self.digest = digest
         self.size = size
         self.ticket = ticket
+        self.blobs = blobs
         self.refusal = refusal
     }
 
