@@ -22,6 +22,43 @@ import FerryTesting
         #expect(f.store.changes(since: 5).isEmpty)
     }
 
+    /// A sender reads the feed a page at a time: the pages list what `changes` lists, up to
+    /// the pass's last sequence, and never cut a sequence in two (a damaged log can repeat one).
+    @Test func changesPagesListTheFeedInOrderWithoutCuttingASequence() throws {
+        let f = try TestFolder()
+        let a = try f.doc("a.json"), b = try f.doc("b.json")
+        try f.store.recordLocalJSON(a, ["v": 1])    // seq 1
+        try f.store.recordLocalJSON(b, ["v": 1])    // seq 2
+        try f.store.recordLocalJSON(a, ["v": 2])    // seq 3
+        try f.store.recordLocalJSON(b, ["v": 2])    // seq 4
+        try f.store.recordLocalJSON(a, ["v": 3])    // seq 5
+        func pages(limit: Int, through: Int = .max, docIDs: Set<DocumentID>? = nil) -> [[Int]] {
+            var out: [[Int]] = []
+            var since: Int? = 0
+            for _ in 0..<20 {
+                guard let from = since else { break }
+                let (page, next) = f.store.changesPage(since: from, through: through, limit: limit, docIDs: docIDs)
+                out.append(page.map(\.seq))
+                since = next
+            }
+            return out
+        }
+        #expect(pages(limit: 2) == [[1, 2], [3, 4], [5]])
+        #expect(pages(limit: 5) == [[1, 2, 3, 4, 5]])
+        #expect(pages(limit: 2, through: 4) == [[1, 2], [3, 4]])
+        #expect(pages(limit: 1, docIDs: [b]) == [[2], [4]])
+
+        // A hand-edited log repeats sequence 3 for another document, out of order.
+        let repeated = #"{"seq":3,"doc":"c.json","rev":"1-ab","parent":null,"deleted":true,"kind":"json","size":0,"origin":"x","time":""}"#
+        let fd = try FileSystem.open(f.root + "/.ferry/revs.log", O_WRONLY | O_APPEND)
+        try FileSystem.writeAll(fd, Array((repeated + "\n").utf8), path: "revs.log")
+        close(fd)
+        try f.reopen()
+        #expect(f.store.changes(since: 0).map(\.seq) == [1, 2, 3, 3, 4, 5])
+        #expect(pages(limit: 3) == [[1, 2, 3, 3], [4, 5]])
+        #expect(pages(limit: 1) == [[1], [2], [3, 3], [4], [5]])
+    }
+
     @Test func knownAncestorsAndHistoryToSend() throws {
         let f = try TestFolder()
         let doc = try f.doc("a.json")

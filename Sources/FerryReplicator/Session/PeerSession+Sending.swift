@@ -7,6 +7,8 @@ import Logging
 extension PeerSession {
     /// Most entries per `changes` message this side sends.
     static let changesBatchSize = 500
+    /// Revisions read from the store at once while announcing (see `changesPage`).
+    static let changesPageSize = 10 * changesBatchSize
 
     // MARK: Sending changes (the passive side's answer to subChanges, and the active push)
 
@@ -58,34 +60,41 @@ extension PeerSession {
         var waiter = updates?.makeAsyncIterator()
         while !closed {
             let from = cursor
-            let (pending, scannedThrough) = await shared.perform { store in
-                (store.changes(since: from, docIDs: docIDs), store.index.lastSeq)
+            let (total, passEnd) = await shared.perform { store in
+                (store.changeCount(since: from, docIDs: docIDs), store.index.lastSeq)
             }
             // This side's own count: its progress total (the peer's, on a pull it serves, came
             // with the answer to `subChanges`).
             update {
-                $0.revisionsOffered += pending.count
+                $0.revisionsOffered += total
                 $0.sendingChanges = true
             }
-            var start = 0
             // Two batches in flight: the next batch is announced as soon as this one's
             // revisions are on the wire, so the peer's store never waits for the announcement
             // and for this side's reading of the next bodies.
             var unanswered: [SentRevision] = []
-            while start < pending.count {
-                let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
-                start += batch.count
-                let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
-                if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
-                if !toAnnounce.isEmpty {
-                    update { $0.pushCaughtUp = false }
-                    let sent = try await announceAndSend(Array(toAnnounce))
-                    try await collectAnswers(unanswered)
-                    unanswered = sent
+            var pageFrom: Int? = from
+            while let since = pageFrom {
+                let (pending, next) = await shared.perform { store in
+                    store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs)
+                }
+                pageFrom = next
+                var start = 0
+                while start < pending.count {
+                    let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
+                    start += batch.count
+                    let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
+                    if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
+                    if !toAnnounce.isEmpty {
+                        update { $0.pushCaughtUp = false }
+                        let sent = try await announceAndSend(Array(toAnnounce))
+                        try await collectAnswers(unanswered)
+                        unanswered = sent
+                    }
                 }
             }
             try await collectAnswers(unanswered)
-            cursor = max(cursor, scannedThrough)
+            cursor = max(cursor, passEnd)
             try await notify(.changes([]))
             update { $0.pushCaughtUp = true }
             try await caughtUp(cursor)

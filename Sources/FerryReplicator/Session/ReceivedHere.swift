@@ -4,8 +4,9 @@ import FerryCore
 /// (when full it starts over: an echo then costs one `changes` entry the peer answers "have").
 struct ReceivedHere {
     private var keys: Set<Key> = []
-    /// Most revisions remembered.
-    static let capacity = 65_536
+    /// Most revisions remembered: a pull of 100,000 documents must not hold a key for each
+    /// (64 bytes, in a set twice their count) only to spare a `changes` entry per echo.
+    static let capacity = 16_384
 
     private struct Key: Hashable {
         let doc: DocumentID

@@ -211,7 +211,7 @@ extension FolderStore {
     /// as git says). A file modified that recently is compared by content.
     func holdsWhatWasRead(_ file: PendingFile, at path: String) throws(StoreError) -> Bool {
         guard let expecting = file.expecting, wallClockNanoseconds() - expecting.mtime < Self.racyWindow else { return true }
-        guard let recorded = statCache.entries[file.doc], recorded.fingerprint == expecting,
+        guard let recorded = statCache[file.doc], recorded.fingerprint == expecting,
               case .success(let digest)? = try digest(of: file.doc, at: path) else { return false }
         return digest == recorded.object
     }

@@ -323,12 +323,19 @@ public enum FileSystem {
     /// Writes `bytes` to `path` the way git writes: a temp file in the same directory, fsync,
     /// rename over `path`, fsync the directory. A reader sees the old file or the new one.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, tempPrefix: String = ".ferry-tmp-") throws(StoreError) {
+        try writeAtomically(to: path, mode: mode, tempPrefix: tempPrefix) { (fd, temp) throws(StoreError) in try writeAll(fd, bytes, path: temp) }
+    }
+
+    /// `writeAtomically` of what `write` writes to the temp file's descriptor (given with the
+    /// temp file's path), for content written a piece at a time.
+    static func writeAtomically(to path: String, mode: mode_t = 0o644, tempPrefix: String,
+                                writing write: (Int32, String) throws(StoreError) -> Void) throws(StoreError) {
         let dir = dirname(of: path)
         let temp = (dir.isEmpty ? "" : dir + "/") + tempPrefix + randomSuffix()
         let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
         do {
             defer { close(fd) }
-            try writeAll(fd, bytes, path: temp)
+            try write(fd, temp)
             try sync(fd, path: temp)
         } catch {
             Glibc.unlink(temp)

@@ -98,7 +98,8 @@ public struct DocumentIndex: Sendable {
     /// The feed's entries with a sequence above `since`, in sequence order (`buildFeed` first).
     public func feed(after since: Int) -> ArraySlice<FeedEntry> {
         precondition(feedIsBuilt, "buildFeed() before reading the feed")
-        guard feedIsSorted else { return ArraySlice(feed.filter { $0.seq > since }) }
+        // Sorted either way: a sender pages through the feed by sequence.
+        guard feedIsSorted else { return ArraySlice(feed.filter { $0.seq > since }.sorted { $0.seq < $1.seq }) }
         var low = 0, high = feed.count
         while low < high {
             let mid = (low + high) / 2

@@ -28,15 +28,17 @@ public struct RevisionNode: Sendable, Equatable {
 /// and the current revision is the leaf the winner rule picks.
 ///
 /// Most documents have a single revision here (a new document, one received from a peer), so
-/// that case is held inline with no allocation of its own: 10,000 documents then cost a
-/// dictionary entry each instead of three collections each (~6 MB less on both sides of an
-/// initial sync). `many` is not `indirect`: a boxed payload was copied, dictionaries and all,
-/// on every insert (a 100-revision history took 1.3 s instead of 0.4 s to open).
+/// that case is one node, not three collections (~6 MB less on both sides of a 10,000-document
+/// initial sync). Both shapes live in a box on the heap, so the tree is two words in the
+/// index's dictionary: a dictionary keeps up to twice as many slots as entries, and grows by
+/// copying them all, so a node held inline cost its size in every empty slot and twice over
+/// while the dictionary grew (see docs/performance.md). A box is mutated in place when the
+/// tree is its only owner and copied otherwise (`indirect` copied on every insert).
 public struct RevisionTree: Sendable {
     private enum Shape: Sendable {
         case empty
-        case one(RevisionNode)
-        case many(Branches)
+        case one(Boxed<RevisionNode>)
+        case many(Boxed<Branches>)
     }
 
     private var shape: Shape = .empty
@@ -78,8 +80,8 @@ public struct RevisionTree: Sendable {
     public var leafNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n]
-        case .many(let b): return b.leaves.compactMap { b.nodes[$0] }
+        case .one(let n): return [n.value]
+        case .many(let b): return b.value.leaves.compactMap { b.value.nodes[$0] }
         }
     }
 
@@ -87,14 +89,15 @@ public struct RevisionTree: Sendable {
     public var current: RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n
-        case .many(let b): return b.currentRev.flatMap { b.nodes[$0] }
+        case .one(let n): return n.value
+        case .many(let b): return b.value.current
         }
     }
 
     /// True when more than one leaf is live: a conflict to resolve.
     public var hasConflict: Bool {
-        guard case .many(let b) = shape else { return false }
+        guard case .many(let box) = shape else { return false }
+        let b = box.value
         var live = 0
         for rev in b.leaves where b.nodes[rev]?.deleted == false {
             live += 1
@@ -105,7 +108,7 @@ public struct RevisionTree: Sendable {
 
     /// Leaves that are not deletions, best first.
     public var liveLeaves: [RevisionNode] {
-        if case .one(let n) = shape { return n.deleted ? [] : [n] }
+        if case .one(let n) = shape { return n.value.deleted ? [] : [n.value] }
         return WinnerRule.ranked(leafNodes.filter { !$0.deleted }) { ($0.rev, $0.deleted) }
     }
 
@@ -113,8 +116,8 @@ public struct RevisionTree: Sendable {
     func node(_ rev: RevisionID) -> RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.rev == rev ? n : nil
-        case .many(let b): return b.nodes[rev]
+        case .one(let n): return n.value.rev == rev ? n.value : nil
+        case .many(let b): return b.value.nodes[rev]
         }
     }
 
@@ -125,19 +128,21 @@ public struct RevisionTree: Sendable {
     public mutating func insert(_ node: RevisionNode) {
         switch shape {
         case .empty:
-            shape = .one(node)
-        case .one(let existing):
+            shape = .one(Boxed(node))
+        case .one(let box):
+            let existing = box.value
             if existing.rev == node.rev {
-                if existing.seq == 0 && node.seq != 0 { shape = .one(node) }
+                if existing.seq == 0 && node.seq != 0 { shape = .one(Boxed(node)) }
                 return
             }
             var b = Branches(existing)
             b.insert(node)
-            shape = .many(b)
-        case .many(var b):
-            shape = .empty  // drop the reference so `b` is mutated in place, not copied
-            b.insert(node)
-            shape = .many(b)
+            shape = .many(Boxed(b))
+        case .many(var box):
+            shape = .empty  // drop the tree's reference so a sole owner mutates in place
+            if !isKnownUniquelyReferenced(&box) { box = Boxed(box.value) }
+            box.value.insert(node)
+            shape = .many(box)
         }
     }
 
@@ -153,14 +158,16 @@ public struct RevisionTree: Sendable {
     mutating func dropBody(_ rev: RevisionID) {
         switch shape {
         case .empty: break
-        case .one(var n):
-            guard n.rev == rev else { return }
+        case .one(let box):
+            guard box.value.rev == rev else { return }
+            var n = box.value
             n.object = nil
-            shape = .one(n)
-        case .many(var b):
+            shape = .one(Boxed(n))
+        case .many(var box):
             shape = .empty
-            b.nodes[rev]?.object = nil
-            shape = .many(b)
+            if !isKnownUniquelyReferenced(&box) { box = Boxed(box.value) }
+            box.value.nodes[rev]?.object = nil
+            shape = .many(box)
         }
     }
 
@@ -258,8 +265,8 @@ public struct RevisionTree: Sendable {
     fileprivate var allNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n]
-        case .many(let b): return Array(b.nodes.values)
+        case .one(let n): return [n.value]
+        case .many(let b): return Array(b.value.nodes.values)
         }
     }
 }
@@ -272,6 +279,14 @@ public struct RevisionNodes: Sendable {
     public subscript(rev: RevisionID) -> RevisionNode? { tree.node(rev) }
     /// Every known revision.
     public var keys: [RevisionID] { tree.allNodes.map(\.rev) }
+}
+
+/// A tree's shape on the heap. Unchecked `Sendable`: a tree mutates its box only when it is the
+/// box's sole owner (`isKnownUniquelyReferenced`) and copies it otherwise, so a box another
+/// tree or thread can see is never written.
+private final class Boxed<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 /// A tree with more than one revision: nodes by revision, with the sets that keep finding

@@ -21,8 +21,10 @@ public struct StatCache: Sendable {
         public var object: BlobDigest
     }
 
-    /// Entries by document.
-    public private(set) var entries: [DocumentID: Entry] = [:]
+    /// Entries by document, each in a box of its own: a dictionary keeps up to twice as many
+    /// slots as entries and grows by copying them all, so an entry held inline cost its size in
+    /// every empty slot and twice over while the dictionary grew (see docs/performance.md).
+    private var boxes: [DocumentID: EntryBox] = [:]
     /// True when entries changed since the last save.
     public private(set) var isDirty = false
 
@@ -31,6 +33,12 @@ public struct StatCache: Sendable {
 
     /// An empty cache.
     public init() {}
+
+    /// The entry of `doc`, if any.
+    public subscript(doc: DocumentID) -> Entry? { boxes[doc]?.entry }
+
+    /// Every entry, by document.
+    public var entries: [DocumentID: Entry] { boxes.mapValues(\.entry) }
 
     /// Loads `path`, dropping entries that were racily clean when it was saved; a missing or
     /// unreadable cache is an empty one.
@@ -41,13 +49,13 @@ public struct StatCache: Sendable {
         bytes.withUnsafeBufferPointer { all in
             // One entry per line: sized once instead of regrown (rehashing 100,000 entries
             // along the way was 3 % of a restart's profile).
-            cache.entries.reserveCapacity(all.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 })
+            cache.boxes.reserveCapacity(all.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 })
             var start = 0
             while start < all.count {
                 let end = all[start...].firstIndex(of: 0x0A) ?? all.count
                 if let (doc, entry) = parseLine(UnsafeBufferPointer(rebasing: all[start..<end])),
                    entry.fingerprint.mtime < saved - racyWindow {
-                    cache.entries[doc] = entry
+                    cache.boxes[doc] = EntryBox(entry)
                 }
                 start = end + 1
             }
@@ -110,36 +118,52 @@ public struct StatCache: Sendable {
         return text
     }
 
-    /// Writes the cache atomically.
+    /// Writes the cache atomically, a megabyte at a time (the whole text of 100,000 entries
+    /// held at once was the peak of an initial sync's memory).
     public mutating func save(path: String) throws(StoreError) {
-        var out: [UInt8] = []
-        out.reserveCapacity(entries.count * 140)
-        // Bytes appended directly: formatting each line through a String took ~90 ms per
-        // 10,000 entries, at the end of every initial sync.
-        for (doc, e) in entries {
-            let f = e.fingerprint
-            Self.appendDecimal(f.inode, to: &out)
-            out.append(0x20)
-            Self.appendDecimal(f.size, to: &out)
-            out.append(0x20)
-            Self.appendDecimal(f.mtime, to: &out)
-            out.append(0x20)
-            Self.appendDecimal(f.ctime, to: &out)
-            out.append(0x20)
-            e.object.appendHex(to: &out)
-            out.append(0x20)
-            let name = doc.rawValue.utf8
-            if name.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
-                out.append(0x22)
-                out += name
-                out.append(0x22)
-            } else {
-                out += JSONValue.string(doc.rawValue).canonicalBytes
+        let boxes = self.boxes
+        try FileSystem.writeAtomically(to: path, tempPrefix: "statcache.tmp-") { (fd, temp) throws(StoreError) in
+            var out: [UInt8] = []
+            out.reserveCapacity(Self.saveChunk)
+            // Bytes appended directly: formatting each line through a String took ~90 ms per
+            // 10,000 entries, at the end of every initial sync.
+            for (doc, box) in boxes {
+                Self.appendLine(doc, box.entry, to: &out)
+                if out.count >= Self.saveChunk {
+                    try FileSystem.writeAll(fd, out, path: temp)
+                    out.removeAll(keepingCapacity: true)
+                }
             }
-            out.append(0x0A)
+            try FileSystem.writeAll(fd, out, path: temp)
         }
-        try FileSystem.writeAtomically(out, to: path, tempPrefix: "statcache.tmp-")
         isDirty = false
+    }
+
+    /// Bytes of lines written at once by `save`.
+    static let saveChunk = 1 << 20
+
+    /// Appends one entry's line.
+    private static func appendLine(_ doc: DocumentID, _ e: Entry, to out: inout [UInt8]) {
+        let f = e.fingerprint
+        appendDecimal(f.inode, to: &out)
+        out.append(0x20)
+        appendDecimal(f.size, to: &out)
+        out.append(0x20)
+        appendDecimal(f.mtime, to: &out)
+        out.append(0x20)
+        appendDecimal(f.ctime, to: &out)
+        out.append(0x20)
+        e.object.appendHex(to: &out)
+        out.append(0x20)
+        let name = doc.rawValue.utf8
+        if name.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
+            out.append(0x22)
+            out += name
+            out.append(0x22)
+        } else {
+            out += JSONValue.string(doc.rawValue).canonicalBytes
+        }
+        out.append(0x0A)
     }
 
     private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
@@ -159,8 +183,8 @@ public struct StatCache: Sendable {
 
     /// Records what a file held.
     public mutating func set(_ doc: DocumentID, _ entry: Entry?) {
-        if entries[doc] != entry {
-            entries[doc] = entry
+        if boxes[doc]?.entry != entry {
+            boxes[doc] = entry.map(EntryBox.init)
             isDirty = true
         }
     }
@@ -179,9 +203,15 @@ public struct StatCache: Sendable {
 
     /// The body the file provably still holds, by its `fingerprint` (nil: it must be read).
     public func provenObject(_ doc: DocumentID, fingerprint: FileFingerprint, now: Int) -> BlobDigest? {
-        guard let e = entries[doc], e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
+        guard let e = boxes[doc]?.entry, e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
         return e.object
     }
+}
+
+/// One entry on the heap (immutable: a change puts a new box in its slot).
+private final class EntryBox: Sendable {
+    let entry: StatCache.Entry
+    init(_ entry: StatCache.Entry) { self.entry = entry }
 }
 
 extension FileFingerprint {

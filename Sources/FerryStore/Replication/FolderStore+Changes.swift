@@ -28,10 +28,27 @@ extension FolderStore {
     /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
     /// sequence order lists every revision after its ancestors.
     public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil) -> [RecordedRevision] {
-        Array(recorded(since: since, docIDs: docIDs).prefix(limit).map { e, node in
-            RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
-                             origin: node.origin, object: node.object, author: node.author)
-        })
+        Array(recorded(since: since, docIDs: docIDs).prefix(limit).map(Self.recordedRevision))
+    }
+
+    /// One page of `changes`: the revisions after `since` and up to `through`, about `limit`
+    /// of them, ending with a whole sequence; `next` is the `since` of the following page, nil
+    /// when this one is the last. A sender pages through a large folder instead of holding
+    /// every revision it will announce at once.
+    public func changesPage(since: Int, through: Int, limit: Int, docIDs: Set<DocumentID>? = nil) -> (revisions: [RecordedRevision], next: Int?) {
+        let upTo = recorded(since: since, docIDs: docIDs).prefix { $0.0.seq <= through }
+        var page = Array(upTo.prefix(limit + 1).map(Self.recordedRevision))
+        guard page.count > limit, let last = page.dropLast().last?.seq else { return (page, nil) }
+        // A damaged log can repeat a sequence: a page never cuts one in two (the next page
+        // starts after it), so it takes the rest of the last sequence, however many there are.
+        page.removeLast()
+        page += upTo.dropFirst(limit).prefix { $0.0.seq == last }.map(Self.recordedRevision)
+        return (page, last)
+    }
+
+    private static func recordedRevision(_ e: DocumentIndex.FeedEntry, _ node: RevisionNode) -> RecordedRevision {
+        RecordedRevision(seq: e.seq, doc: e.doc, rev: e.rev, deleted: node.deleted, size: node.size,
+                         origin: node.origin, object: node.object, author: node.author)
     }
 
     /// How many revisions `changes(since:docIDs:)` would list, counted without building them:
