@@ -59,6 +59,28 @@ public enum FileSystem {
         }
     }
 
+    /// Hands each complete line of `fd` (without its newline) to `body`, reading a chunk at a
+    /// time, so a large file is never in memory whole; returns the count of bytes after the
+    /// last newline (a torn last line, not handed over).
+    public static func forEachLine(of fd: Int32, path: String, chunkSize: Int = 1 << 20,
+                                   _ body: (UnsafeBufferPointer<UInt8>) -> Void) throws(StoreError) -> Int {
+        var pending: [UInt8] = []  // bytes after the last complete line read so far
+        try forEachChunk(of: fd, path: path, chunkSize: chunkSize) { chunk throws(StoreError) in
+            pending += chunk
+            guard chunk.contains(0x0A) else { return }
+            let used = pending.withUnsafeBufferPointer { buf in
+                var start = 0
+                while let nl = buf[start...].firstIndex(of: 0x0A) {
+                    body(UnsafeBufferPointer(rebasing: buf[start..<nl]))
+                    start = nl + 1
+                }
+                return start
+            }
+            pending.removeFirst(used)
+        }
+        return pending.count
+    }
+
     /// Copies all of `input` (from its start) to `output`, a new empty file, inside the kernel
     /// (`sendfile`: one copy, page cache to page cache, none through this process). Holes stay
     /// holes: only the data `SEEK_DATA`/`SEEK_HOLE` find is copied, so a sparse object makes a

@@ -31,19 +31,20 @@ extension FolderStore {
         Array(recorded(since: since, docIDs: docIDs).prefix(limit).map(Self.recordedRevision))
     }
 
-    /// One page of `changes`: the revisions after `since` and up to `through`, about `limit`
-    /// of them, ending with a whole sequence; `next` is the `since` of the following page, nil
+    /// One page of `changes`: the revisions after `since` and up to `through`, `limit` of them
+    /// (more only to end with a whole sequence); `next` is the `since` of the following page, nil
     /// when this one is the last. A sender pages through a large folder instead of holding
     /// every revision it will announce at once.
     public func changesPage(since: Int, through: Int, limit: Int, docIDs: Set<DocumentID>? = nil) -> (revisions: [RecordedRevision], next: Int?) {
-        let upTo = recorded(since: since, docIDs: docIDs).prefix { $0.0.seq <= through }
-        var page = Array(upTo.prefix(limit + 1).map(Self.recordedRevision))
-        guard page.count > limit, let last = page.dropLast().last?.seq else { return (page, nil) }
-        // A damaged log can repeat a sequence: a page never cuts one in two (the next page
-        // starts after it), so it takes the rest of the last sequence, however many there are.
-        page.removeLast()
-        page += upTo.dropFirst(limit).prefix { $0.0.seq == last }.map(Self.recordedRevision)
-        return (page, last)
+        var page: [RecordedRevision] = []
+        for (e, node) in recorded(since: since, docIDs: docIDs) {
+            if e.seq > through { break }
+            // A damaged log can repeat a sequence: a page never cuts one in two (the next page
+            // starts after it), so it ends only where the sequence changes.
+            if page.count >= limit, let last = page.last?.seq, e.seq != last { return (page, last) }
+            page.append(Self.recordedRevision(e, node))
+        }
+        return (page, nil)
     }
 
     private static func recordedRevision(_ e: DocumentIndex.FeedEntry, _ node: RevisionNode) -> RecordedRevision {
