@@ -22,8 +22,9 @@ command -v swift >/dev/null 2>&1 || { echo "setup: swift not found (expected /op
 # python3-websockets: a strict third-party WebSocket client, for the hostile peer (Tests/Tools).
 # zlib1g-dev: zlib to build against, for BLIP's raw-deflate compression and CRC32 (FerryProtocol).
 # man-db: `man ferry` after scripts/install.sh (the install check reads the pages with it).
+# syncthing: the scale benchmark's second yardstick (two instances on 127.0.0.1).
 packages=(jq vim nano emacs-nox openssl util-linux coreutils procps python3 python3-websockets curl rsync strace inotify-tools
-          libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2 zlib1g-dev man-db)
+          libavahi-compat-libdnssd-dev avahi-daemon avahi-utils dbus iproute2 zlib1g-dev man-db syncthing)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

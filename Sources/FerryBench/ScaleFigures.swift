@@ -153,6 +153,8 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
                      mib(largeSync.listenerKiB), mib(largeSync.run.peakRSSKiB))
               + versusRsync(largeSync.run.seconds, largeRsync.seconds) + String(format: " (its init: %.1f s)", largeInit.seconds))
         try? FileManager.default.removeItem(atPath: work + "/scale-large-rsync")
+        print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss://", small, smallSync.run.seconds)
+              + (try versusSyncthing(source: smallSource, target: work + "/scale-small-syncthing", files: small, ferrySeconds: smallSync.run.seconds)))
 
         // S2. Edit → peer with the large folder on both sides, against the same with 100 documents.
         let hundred = work + "/scale-100", hundredCopy = work + "/scale-100-copy"
@@ -235,7 +237,8 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         let yard = try rsync(blobs, work + "/scale-blobs-rsync", ["--exclude", ".ferry"])
         print(String(format: "initial sync over wss:// of %d x 100 KB files: %.2f s = %.0f MB/s   (goal <= 1.5x rsync)   peak RSS listener %@, replicator %@",
                      blobCount, copy.run.seconds, Double(blobCount) * 0.1 / copy.run.seconds, mib(copy.listenerKiB), mib(copy.run.peakRSSKiB))
-              + versusRsync(copy.run.seconds, yard.seconds))
+              + versusRsync(copy.run.seconds, yard.seconds)
+              + (try versusSyncthing(source: blobs, target: work + "/scale-blobs-syncthing", files: blobCount, ferrySeconds: copy.run.seconds)))
         for path in [blobs, work + "/scale-blobs-copy", work + "/scale-blobs-rsync"] { try? FileManager.default.removeItem(atPath: path) }
     }
 
