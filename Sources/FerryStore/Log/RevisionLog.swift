@@ -52,16 +52,11 @@ public final class RevisionLog {
         // index it builds (docs/performance.md).
         var result = ReadResult()
         var lines = 0
-        var pending: [UInt8] = []  // bytes after the last complete line read so far
-        try FileSystem.forEachChunk(of: fd, path: path, chunkSize: chunkSize) { chunk throws(StoreError) in
-            pending += chunk
-            // Lines are decoded once one ends in this chunk: a long line is not searched again
-            // for every chunk it spans.
-            guard chunk.contains(0x0A) else { return }
-            let used = pending.withUnsafeBufferPointer { decodeLines($0, base: result.validLength, lines: &lines, into: &result, body) }
-            pending.removeFirst(used)
+        result.tornTailBytes = try FileSystem.forEachLine(of: fd, path: path, chunkSize: chunkSize) { line in
+            lines += 1
+            decodeLine(line, number: lines, into: &result, body)
+            result.validLength += line.count + 1
         }
-        result.tornTailBytes = pending.count
         return result
     }
 
@@ -77,39 +72,43 @@ public final class RevisionLog {
     static func decode(_ bytes: [UInt8], _ body: (LogEntry) -> Void) -> ReadResult {
         var result = ReadResult()
         var lines = 0
-        let used = bytes.withUnsafeBufferPointer { decodeLines($0, base: 0, lines: &lines, into: &result, body) }
+        let used = bytes.withUnsafeBufferPointer { decodeLines($0, lines: &lines, into: &result, body) }
         // No newline after the last bytes: a torn last line, whatever it holds.
         result.tornTailBytes = bytes.count - used
         return result
     }
 
-    /// Decodes the complete lines of `buf` (which starts at byte `base` of the log, after
-    /// `lines` lines), handing each valid entry to `body`; returns the bytes used (through the
-    /// last newline) and counts the lines and the valid length in `result`.
-    private static func decodeLines(_ buf: UnsafeBufferPointer<UInt8>, base: Int, lines: inout Int,
+    /// Decodes the complete lines of `buf` (the log's bytes from its start), handing each
+    /// valid entry to `body`; returns the bytes used (through the last newline) and counts the
+    /// lines and the valid length in `result`.
+    private static func decodeLines(_ buf: UnsafeBufferPointer<UInt8>, lines: inout Int,
                                     into result: inout ReadResult, _ body: (LogEntry) -> Void) -> Int {
         var start = 0
         while start < buf.count {
             guard let nl = UnsafeBufferPointer(rebasing: buf[start...]).firstIndex(of: 0x0A) else { break }
             lines += 1
             let end = start + nl
-            let line = UnsafeBufferPointer(rebasing: buf[start..<end])
-            if !line.isEmpty {
-                do {
-                    if let entry = try LogEntry.fastDecode(line) {
-                        body(entry)
-                    } else {
-                        body(try LogEntry(json: try JSONParser.parse(buffer: line)))
-                    }
-                } catch {
-                    result.damagedLines.append((lines, "\(error)"))
-                    result.highestDamagedSeq = max(result.highestDamagedSeq, seqField(of: line) ?? 0)
-                }
-            }
+            decodeLine(UnsafeBufferPointer(rebasing: buf[start..<end]), number: lines, into: &result, body)
             start = end + 1
-            result.validLength = base + start
+            result.validLength = start
         }
         return start
+    }
+
+    /// Decodes line number `number` (without its newline): a valid entry goes to `body`, a
+    /// damaged one into `result` (an empty line is neither).
+    private static func decodeLine(_ line: UnsafeBufferPointer<UInt8>, number: Int, into result: inout ReadResult, _ body: (LogEntry) -> Void) {
+        guard !line.isEmpty else { return }
+        do {
+            if let entry = try LogEntry.fastDecode(line) {
+                body(entry)
+            } else {
+                body(try LogEntry(json: try JSONParser.parse(buffer: line)))
+            }
+        } catch {
+            result.damagedLines.append((number, "\(error)"))
+            result.highestDamagedSeq = max(result.highestDamagedSeq, seqField(of: line) ?? 0)
+        }
     }
 
     /// The number after the first `"seq":` of a line, if one is there.
