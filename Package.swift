@@ -21,11 +21,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "CFerrySystem"),
-        .target(name: "FerryStore", dependencies: ["FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "FerryStore", dependencies: [
+            "FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log"),
+            .product(name: "OrderedCollections", package: "swift-collections"),
+        ]),
         .target(name: "FerryProtocol", dependencies: ["FerryCore", "CZlib"]),
         .target(name: "FerryNet", dependencies: [
             "FerryCore", "FerryProtocol",

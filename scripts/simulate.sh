@@ -6,5 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH=/opt/swift/usr/bin:$PATH
-swift build -c release --product ferry-sim 2>&1 | tail -n 1 >&2
+# Release builds here all link the Swift runtime in (as install.sh and bench.sh do): one set of
+# flags, so that none of them rebuilds what another built.
+swift build -c release --static-swift-stdlib --product ferry-sim 2>&1 | tail -n 1 >&2
 exec .build/release/ferry-sim "$@"

@@ -59,6 +59,38 @@ import FerryTesting
         #expect(pages(limit: 1) == [[1], [2], [3, 3], [4], [5]])
     }
 
+    /// The feed names a revision by its sequence and document: each is found in its tree, for
+    /// documents with one revision, a few, or a long history (looked up through a map), edited
+    /// by turns; and a damaged log that gives one document two lines of one sequence still
+    /// lists both revisions.
+    @Test func theFeedFindsEachRevisionByItsSequence() throws {
+        let f = try TestFolder()
+        let a = try f.doc("a.json"), b = try f.doc("b.json"), c = try f.doc("c.json")
+        try f.store.recordLocalJSON(c, ["v": 0])
+        for i in 1...40 {
+            try f.store.recordLocalJSON(a, ["v": .int(i)])
+            if i % 2 == 0 { try f.store.recordLocalJSON(b, ["v": .int(i)]) }
+        }
+        let logged = try f.store.readLogEntries().map { [$0.seq: $0.rev] }
+        let listed = f.store.changes(since: 0).map { [$0.seq: $0.rev] }
+        #expect(listed == logged)
+        #expect(listed.count == 61)
+        #expect(f.store.changes(since: 55).map { [$0.seq: $0.rev] } == Array(logged.suffix(6)))
+        #expect(f.store.changes(since: 0, docIDs: [b]).count == 20)
+
+        // Two lines of sequence 2 for a.json: its first revision and a second branch.
+        let first = try #require(f.store.index[a]?.nodes.keys.first { $0.generation == 1 })
+        let branch = RevisionID.compute(parent: first, deleted: true, body: nil)
+        let repeated = #"{"seq":2,"doc":"a.json","rev":"\#(branch)","parent":"\#(first)","deleted":true,"kind":"json","size":0,"origin":"x","time":""}"#
+        let fd = try FileSystem.open(f.root + "/.ferry/revs.log", O_WRONLY | O_APPEND)
+        try FileSystem.writeAll(fd, Array((repeated + "\n").utf8), path: "revs.log")
+        close(fd)
+        try f.reopen()
+        let second = f.store.changes(since: 1, limit: 2)
+        #expect(second.map(\.seq) == [2, 2])
+        #expect(Set(second.map(\.rev)) == [first, branch])
+    }
+
     @Test func knownAncestorsAndHistoryToSend() throws {
         let f = try TestFolder()
         let doc = try f.doc("a.json")

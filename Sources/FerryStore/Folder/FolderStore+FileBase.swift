@@ -27,6 +27,16 @@ struct RecentWrite: Sendable {
     let time: UInt64
 }
 
+/// The sizes past which `FolderStore.forgetExpired` walks its maps again.
+struct ExpiryLimits {
+    /// The smallest limit: maps this small are never walked.
+    static let floor = 256
+    /// For `recentWrites`.
+    var recentWrites = floor
+    /// For `lastLocalSave`.
+    var lastLocalSave = floor
+}
+
 extension FolderStore {
     /// A save that follows a write of ferry's more closely than this may have been made from
     /// the file's content before the write (see `StaleSave`): 2 s, in nanoseconds.
@@ -73,12 +83,17 @@ extension FolderStore {
     }
 
     /// Drops what no save can need any more, once the maps have grown (an agent runs for weeks).
+    /// A map is walked again only after it doubled since the last walk: when every entry is
+    /// still fresh (an `init` records 100,000 files within the window) a walk per save would
+    /// make recording quadratic.
     func forgetExpired(_ now: UInt64) {
-        if recentWrites.count > 256 {
+        if recentWrites.count > expiryLimits.recentWrites {
             recentWrites = recentWrites.filter { now &- ($0.value.last?.time ?? 0) < Self.staleSaveWindow }
+            expiryLimits.recentWrites = max(ExpiryLimits.floor, 2 * recentWrites.count)
         }
-        if lastLocalSave.count > 256 {
+        if lastLocalSave.count > expiryLimits.lastLocalSave {
             lastLocalSave = lastLocalSave.filter { now &- $0.value < Self.savedLatelyWindow }
+            expiryLimits.lastLocalSave = max(ExpiryLimits.floor, 2 * lastLocalSave.count)
         }
     }
 

@@ -57,6 +57,8 @@ public final class FolderStore {
     /// When a save of each document was last recorded here (the store's clock): a file saved
     /// lately is swapped in with `RENAME_EXCHANGE` (see `installPendingFile`).
     var lastLocalSave: [DocumentID: UInt64] = [:]
+    /// When `forgetExpired` walks `recentWrites` and `lastLocalSave` again.
+    var expiryLimits = ExpiryLimits()
     /// Documents with more than one live leaf whose resolution waits for the end of a peer's
     /// pass (`applyRemote(resolve: false)`, `resolvePendingConflicts`).
     public internal(set) var unresolved: Set<DocumentID> = []

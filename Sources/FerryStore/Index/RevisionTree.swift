@@ -3,25 +3,98 @@ import FerryCore
 /// One revision known to a folder; history-only nodes (ancestors learnt from a peer without
 /// their bodies) have `seq == 0` and no object.
 public struct RevisionNode: Sendable, Equatable {
+    // The order of the fields is their order in memory: the small ones fill the bytes that
+    // the alignment of the 41- and 42-byte ids would leave empty (152 bytes instead of 184).
+
     /// The revision.
     public let rev: RevisionID
-    /// Its parent, when known.
-    public let parent: RevisionID?
     /// True for a deletion.
     public var deleted: Bool
+    /// `origin` and `author` as numbers in the process's `NameTable`: a folder has a few names
+    /// and many revisions.
+    fileprivate var originName: NameTable.Name
+    /// Its parent, when known.
+    public let parent: RevisionID?
+    fileprivate var authorName: NameTable.Name
     /// The body's object (nil for deletions, history-only and compacted revisions).
     public var object: BlobDigest?
     /// Body size in bytes.
     public var size: Int
     /// Local sequence of its log line; 0 for history-only nodes.
     public var seq: Int
+
+    /// A node.
+    public init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
+                origin: String, author: String? = nil) {
+        self.rev = rev
+        self.deleted = deleted
+        self.originName = NameTable.name(origin)
+        self.parent = parent
+        self.authorName = author.map(NameTable.name) ?? .none
+        self.object = object
+        self.size = size
+        self.seq = seq
+    }
+
+    /// A node whose names are numbered already.
+    fileprivate init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
+                     originName: NameTable.Name, authorName: NameTable.Name) {
+        self.rev = rev
+        self.deleted = deleted
+        self.originName = originName
+        self.parent = parent
+        self.authorName = authorName
+        self.object = object
+        self.size = size
+        self.seq = seq
+    }
+
     /// Where it came from: "local" or a peer id.
-    public var origin: String
+    public var origin: String {
+        get { NameTable.text(originName) ?? "" }
+        set { originName = NameTable.name(newValue) }
+    }
+
     /// Who made it (`LogEntry.author`).
-    public var author: String? = nil
+    public var author: String? {
+        get { NameTable.text(authorName) }
+        set { authorName = newValue.map(NameTable.name) ?? .none }
+    }
 
     /// True when the body is stored here.
     public var hasBody: Bool { object != nil }
+}
+
+/// The node of a tree of one revision, without a parent: a revision with a parent comes with
+/// its history, so its tree has more than one node. 104 bytes instead of a node's 152: the
+/// tree of nearly every document in a large folder.
+private struct SoleNode {
+    // In memory order, packed as `RevisionNode`'s fields are.
+    let rev: RevisionID
+    var deleted: Bool
+    var originName: NameTable.Name
+    var object: BlobDigest?
+    var authorName: NameTable.Name
+    var size: Int
+    var seq: Int
+
+    /// `node` without its parent, when it has none.
+    init?(_ node: RevisionNode) {
+        guard node.parent == nil else { return nil }
+        rev = node.rev
+        deleted = node.deleted
+        originName = node.originName
+        object = node.object
+        authorName = node.authorName
+        size = node.size
+        seq = node.seq
+    }
+
+    /// The node it stands for.
+    var node: RevisionNode {
+        RevisionNode(rev: rev, parent: nil, deleted: deleted, object: object, size: size, seq: seq,
+                     originName: originName, authorName: authorName)
+    }
 }
 
 /// A document's revision tree, as in CouchDB and Couchbase Lite: leaves are open branches,
@@ -37,19 +110,31 @@ public struct RevisionNode: Sendable, Equatable {
 public struct RevisionTree: Sendable {
     private enum Shape: Sendable {
         case empty
-        case one(Boxed<RevisionNode>)
+        case one(Boxed<SoleNode>)
         case many(Boxed<Branches>)
     }
 
     private var shape: Shape = .empty
-    /// Second parents of merges (rare, so kept beside the nodes rather than in each).
-    private var mergeParents: [RevisionID: RevisionID] = [:]
 
     /// An empty tree.
     public init() {}
 
+    /// Bytes of a tree of one revision's node (what the index holds per document of a large
+    /// folder, beside the box's header), for the test that keeps it small.
+    static var soleNodeBytes: Int { MemoryLayout<SoleNode>.size }
+
+    /// Second parents of merges, by merge (a merge has two parents, so only a tree of many
+    /// revisions has any: they live in its box, and a tree is one word).
+    private var mergeParents: [RevisionID: RevisionID] {
+        if case .many(let b) = shape { return b.value.mergeParents }
+        return [:]
+    }
+
     /// The leaf a merge took in (its second parent), for a merge revision.
-    public func mergedParent(of rev: RevisionID) -> RevisionID? { mergeParents[rev] }
+    public func mergedParent(of rev: RevisionID) -> RevisionID? {
+        if case .many(let b) = shape { return b.value.mergeParents[rev] }
+        return nil
+    }
 
     /// True when `node` is the deletion that closes a branch a merge took in
     /// (`RevisionID.closing`), not a deletion someone made.
@@ -71,7 +156,20 @@ public struct RevisionTree: Sendable {
     }
 
     /// Records that `rev` merged `loser` (its second parent).
-    mutating func setMergedParent(_ loser: RevisionID, of rev: RevisionID) { mergeParents[rev] = loser }
+    mutating func setMergedParent(_ loser: RevisionID, of rev: RevisionID) {
+        switch shape {
+        case .empty: return  // a merge is inserted before its second parent is noted
+        case .one(let n):
+            var b = Branches(n.value.node)
+            b.mergeParents[rev] = loser
+            shape = .many(Boxed(b))
+        case .many(var box):
+            shape = .empty  // drop the tree's reference so a sole owner mutates in place
+            if !isKnownUniquelyReferenced(&box) { box = Boxed(box.value) }
+            box.value.mergeParents[rev] = loser
+            shape = .many(box)
+        }
+    }
 
     /// Every known revision.
     public var nodes: RevisionNodes { RevisionNodes(tree: self) }
@@ -80,7 +178,7 @@ public struct RevisionTree: Sendable {
     public var leafNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n.value]
+        case .one(let n): return [n.value.node]
         case .many(let b): return b.value.leaves.compactMap { b.value.nodes[$0] }
         }
     }
@@ -89,7 +187,7 @@ public struct RevisionTree: Sendable {
     public var current: RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.value
+        case .one(let n): return n.value.node
         case .many(let b): return b.value.current
         }
     }
@@ -108,7 +206,7 @@ public struct RevisionTree: Sendable {
 
     /// Leaves that are not deletions, best first.
     public var liveLeaves: [RevisionNode] {
-        if case .one(let n) = shape { return n.value.deleted ? [] : [n.value] }
+        if case .one(let n) = shape { return n.value.deleted ? [] : [n.value.node] }
         return WinnerRule.ranked(leafNodes.filter { !$0.deleted }) { ($0.rev, $0.deleted) }
     }
 
@@ -116,7 +214,7 @@ public struct RevisionTree: Sendable {
     func node(_ rev: RevisionID) -> RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.value.rev == rev ? n.value : nil
+        case .one(let n): return n.value.rev == rev ? n.value.node : nil
         case .many(let b): return b.value.nodes[rev]
         }
     }
@@ -124,18 +222,53 @@ public struct RevisionTree: Sendable {
     /// True when this revision is known.
     public func contains(_ rev: RevisionID) -> Bool { node(rev) != nil }
 
+    /// The node whose log line has sequence `seq` (the change feed names revisions so). The
+    /// newest one is found at once (what a continuous sync asks for); others by a walk of the
+    /// nodes, which `SequenceLookup` does once for a tree of many.
+    public func node(seq: Int) -> RevisionNode? {
+        switch shape {
+        case .empty: return nil
+        case .one(let n): return n.value.seq == seq ? n.value.node : nil
+        case .many(let b):
+            if let newest = b.value.newest, let node = b.value.nodes[newest], node.seq == seq { return node }
+            return b.value.nodes.values.first { $0.seq == seq }
+        }
+    }
+
+    /// Calls `body` with every node, in no particular order.
+    public func forEachNode(_ body: (RevisionNode) -> Void) {
+        switch shape {
+        case .empty: break
+        case .one(let n): body(n.value.node)
+        case .many(let b): for node in b.value.nodes.values { body(node) }
+        }
+    }
+
+    /// The number of nodes.
+    public var nodeCount: Int {
+        switch shape {
+        case .empty: return 0
+        case .one: return 1
+        case .many(let b): return b.value.nodes.count
+        }
+    }
+
     /// Adds a revision; a node already present is only upgraded (a history-only node gets its body).
     public mutating func insert(_ node: RevisionNode) {
         switch shape {
         case .empty:
-            shape = .one(Boxed(node))
+            if let sole = SoleNode(node) {
+                shape = .one(Boxed(sole))
+            } else {
+                shape = .many(Boxed(Branches(node)))
+            }
         case .one(let box):
             let existing = box.value
             if existing.rev == node.rev {
-                if existing.seq == 0 && node.seq != 0 { shape = .one(Boxed(node)) }
+                if existing.seq == 0 && node.seq != 0 { shape = .empty; insert(node) }
                 return
             }
-            var b = Branches(existing)
+            var b = Branches(existing.node)
             b.insert(node)
             shape = .many(Boxed(b))
         case .many(var box):
@@ -265,7 +398,7 @@ public struct RevisionTree: Sendable {
     fileprivate var allNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n.value]
+        case .one(let n): return [n.value.node]
         case .many(let b): return Array(b.value.nodes.values)
         }
     }
@@ -299,6 +432,10 @@ private struct Branches: Sendable {
     var leaves: Set<RevisionID> = []
     /// The winning leaf.
     var currentRev: RevisionID?
+    /// Second parents of merges, by merge.
+    var mergeParents: [RevisionID: RevisionID] = [:]
+    /// The node with the highest sequence.
+    var newest: RevisionID?
 
     /// The branches of a one-revision tree.
     init(_ only: RevisionNode) {
@@ -306,16 +443,28 @@ private struct Branches: Sendable {
         if let p = only.parent { parents.insert(p) }
         leaves.insert(only.rev)
         currentRev = only.rev
+        if only.seq != 0 { newest = only.rev }
+    }
+
+    /// Keeps `newest` when `node` is stored.
+    private mutating func noteSequence(_ node: RevisionNode) {
+        guard node.seq != 0 else { return }
+        if let n = newest, let known = nodes[n], known.seq >= node.seq { return }
+        newest = node.rev
     }
 
     var current: RevisionNode? { currentRev.flatMap { nodes[$0] } }
 
     mutating func insert(_ node: RevisionNode) {
         if let existing = nodes[node.rev] {
-            if existing.seq == 0 && node.seq != 0 { nodes[node.rev] = node }
+            if existing.seq == 0 && node.seq != 0 {
+                nodes[node.rev] = node
+                noteSequence(node)
+            }
             return
         }
         nodes[node.rev] = node
+        noteSequence(node)
         var currentLost = false
         if let p = node.parent {
             parents.insert(p)

@@ -268,10 +268,8 @@ extension FolderStore {
         for leftover in skipped where leftover.reason == FolderScanner.interruptedWrite && isWritable {
             unlink(layout.path(of: leftover.path))
         }
-        var seen = Set<DocumentID>()
         let now = wallClockNanoseconds()
         for file in found {
-            seen.insert(file.doc)
             // Unchanged since it was last recorded: no need to read it (git's index trick).
             if let cur = current(file.doc), !cur.deleted,
                statCache.proves(file.doc, fingerprint: file.fingerprint, current: cur.object, now: now) {
@@ -288,10 +286,18 @@ extension FolderStore {
             report.add(file.doc, outcome)
         }
         // Documents live in the index whose file was not found, sorted among themselves only
-        // (sorting every live document was 5 % of a 100,000-document restart's profile).
-        let missing = index.trees.compactMap { doc, tree -> DocumentID? in
-            guard !seen.contains(doc), let current = tree.current, !current.deleted else { return nil }
-            return doc
+        // (sorting every live document was 5 % of a 100,000-document restart's profile). A path
+        // is found once, so when as many live documents were found as there are, none is
+        // missing, and the set of what was found (6 MB at 100,000 documents, at the moment the
+        // index and the stat cache are loaded) is not built.
+        let liveFound = found.reduce(0) { count, file in count + (current(file.doc).map { !$0.deleted } == true ? 1 : 0) }
+        var missing: [DocumentID] = []
+        if liveFound < index.liveDocumentCount {
+            let seen = Set(found.lazy.map(\.doc))
+            missing = index.trees.compactMap { doc, tree -> DocumentID? in
+                guard !seen.contains(doc), let current = tree.current, !current.deleted else { return nil }
+                return doc
+            }
         }
         for doc in missing.sorted() {
             // A file that is now ignored is no longer synced, but it was not deleted: recording

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FerryCore
+import OrderedCollections
 
 /// What the folder last recorded about each file — its fingerprint (inode, size, mtime,
 /// ctime) and the body it held — so that a scan can skip files that did not change without
@@ -21,10 +22,15 @@ public struct StatCache: Sendable {
         public var object: BlobDigest
     }
 
-    /// Entries by document, each in a box of its own: a dictionary keeps up to twice as many
-    /// slots as entries and grows by copying them all, so an entry held inline cost its size in
-    /// every empty slot and twice over while the dictionary grew (see docs/performance.md).
-    private var boxes: [DocumentID: EntryBox] = [:]
+    /// Entries by document, each in a box of its own, in an ordered dictionary (two arrays and a
+    /// hash table of small integers): a `Dictionary` keeps up to twice as many slots as entries
+    /// and grows by copying them all, so its slots cost more than the entries at 100,000
+    /// documents (see docs/performance.md). A forgotten entry leaves nil in its place, since
+    /// removing from the middle of the arrays would move everything after it; `set` drops
+    /// them all once they are half the entries.
+    private var boxes: OrderedDictionary<DocumentID, EntryBox?> = [:]
+    /// How many of `boxes` are nil.
+    private var forgotten = 0
     /// True when entries changed since the last save.
     public private(set) var isDirty = false
 
@@ -35,10 +41,12 @@ public struct StatCache: Sendable {
     public init() {}
 
     /// The entry of `doc`, if any.
-    public subscript(doc: DocumentID) -> Entry? { boxes[doc]?.entry }
+    public subscript(doc: DocumentID) -> Entry? { boxes[doc]??.entry }
 
     /// Every entry, by document.
-    public var entries: [DocumentID: Entry] { boxes.mapValues(\.entry) }
+    public var entries: [DocumentID: Entry] {
+        Dictionary(uniqueKeysWithValues: boxes.compactMap { doc, box in box.map { (doc, $0.entry) } })
+    }
 
     /// Loads `path`, dropping entries that were racily clean when it was saved; a missing or
     /// unreadable cache is an empty one.
@@ -54,7 +62,7 @@ public struct StatCache: Sendable {
         // agent's start in a large folder.
         _ = try? FileSystem.forEachLine(of: fd, path: path) { line in
             if let (doc, entry) = parseLine(line), entry.fingerprint.mtime < saved - racyWindow {
-                cache.boxes[doc] = EntryBox(entry)
+                cache.boxes[doc] = .some(EntryBox(entry))
             }
         }
         return cache
@@ -128,6 +136,7 @@ public struct StatCache: Sendable {
             // Bytes appended directly: formatting each line through a String took ~90 ms per
             // 10,000 entries, at the end of every initial sync.
             for (doc, box) in boxes {
+                guard let box else { continue }
                 Self.appendLine(doc, box.entry, to: &out)
                 if out.count >= Self.saveChunk {
                     try FileSystem.writeAll(fd, out, path: temp)
@@ -183,10 +192,21 @@ public struct StatCache: Sendable {
 
     /// Records what a file held.
     public mutating func set(_ doc: DocumentID, _ entry: Entry?) {
-        if boxes[doc]?.entry != entry {
-            boxes[doc] = entry.map(EntryBox.init)
-            isDirty = true
+        let known = boxes[doc]
+        guard known??.entry != entry else { return }
+        isDirty = true
+        guard let entry else {
+            guard known != nil else { return }  // no slot
+            boxes[doc] = .some(nil)
+            forgotten += 1
+            if forgotten > 1024 && forgotten > boxes.count / 2 {
+                boxes = boxes.filter { $0.value != nil }
+                forgotten = 0
+            }
+            return
         }
+        if case .some(.none) = known { forgotten -= 1 }
+        boxes[doc] = .some(EntryBox(entry))
     }
 
     /// True when `fingerprint` proves the file still holds `current` without reading it.
@@ -203,7 +223,7 @@ public struct StatCache: Sendable {
 
     /// The body the file provably still holds, by its `fingerprint` (nil: it must be read).
     public func provenObject(_ doc: DocumentID, fingerprint: FileFingerprint, now: Int) -> BlobDigest? {
-        guard let e = boxes[doc]?.entry, e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
+        guard let e = boxes[doc]??.entry, e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
         return e.object
     }
 }
