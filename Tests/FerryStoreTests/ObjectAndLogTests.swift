@@ -118,9 +118,10 @@ import FerryTesting
                                               mtime: i == 2 ? -1_000 : 1_000 + i, ctime: 2_000 + i)
             cache.set(try DocumentID(name), StatCache.Entry(fingerprint: fingerprint, object: BlobDigest.of(Array(name.utf8))))
         }
-        try cache.save(path: path)
+        try cache.save(path: path, summary: nil) { _ in nil }
         let loaded = StatCache.load(path: path)
         #expect(loaded.entries == cache.entries)
+        #expect(loaded.summary == nil)
         // A damaged line is skipped, not fatal.
         let fd = open(path, O_WRONLY | O_APPEND)
         _ = "1 2 3 4 nothex \"x.json\"\n".withCString { write(fd, $0, strlen($0)) }
@@ -128,5 +129,33 @@ import FerryTesting
         _ = "99999999999999999999999 2 3 4 \(String(repeating: "ab", count: 32)) \"y.json\"\n".withCString { write(fd, $0, strlen($0)) }
         close(fd)
         #expect(StatCache.load(path: path).entries == cache.entries)
+    }
+
+    /// With a summary, the first line says what the index held and which log it had read, and
+    /// each entry whether its body was the current one; complete only when every live
+    /// document's entry was.
+    @Test func aSummaryAndTheCurrentMarksLoadBack() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.path + "/statcache"
+        var cache = StatCache()
+        let a = try DocumentID("a.json"), b = try DocumentID("b.json")
+        let bodyA = BlobDigest.of(Array("a".utf8)), bodyB = BlobDigest.of(Array("b".utf8))
+        cache.set(a, StatCache.Entry(fingerprint: FileFingerprint(inode: 1, size: 1, mtime: 5, ctime: 6), object: bodyA))
+        cache.set(b, StatCache.Entry(fingerprint: FileFingerprint(inode: 2, size: 1, mtime: 5, ctime: 6), object: bodyB))
+        let log = FileFingerprint(inode: 77, size: 1234, mtime: -3, ctime: 9_000_000_000_000_000_000)
+        let summary = StatCache.Summary(log: log, lastSeq: 40, revisions: 41, documents: 2, complete: false)
+        // b's file holds an older body than its current one: not complete.
+        try cache.save(path: path, summary: summary) { $0 == a ? bodyA : BlobDigest.of(Array("newer".utf8)) }
+        var loaded = StatCache.load(path: path)
+        #expect(loaded.summary == StatCache.Summary(log: log, lastSeq: 40, revisions: 41, documents: 2, complete: false))
+        #expect(loaded[a]?.wasCurrent == true && loaded[b]?.wasCurrent == false)
+        #expect(StatCache.readSummary(path: path) == loaded.summary)
+        // Both current: complete.
+        try cache.save(path: path, summary: summary) { $0 == a ? bodyA : bodyB }
+        loaded = StatCache.load(path: path)
+        #expect(loaded.summary?.complete == true && loaded[b]?.wasCurrent == true)
+        // Three live documents, two entries: not complete.
+        try cache.save(path: path, summary: StatCache.Summary(log: log, lastSeq: 40, revisions: 41, documents: 3, complete: true)) { $0 == a ? bodyA : bodyB }
+        #expect(StatCache.readSummary(path: path)?.complete == false)
     }
 }

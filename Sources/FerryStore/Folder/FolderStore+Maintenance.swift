@@ -26,6 +26,16 @@ public struct VerifyReport: Sendable {
     public var isClean: Bool { corruptObjects.isEmpty && missingObjects.isEmpty && logProblems.isEmpty && strayObjectFiles.isEmpty }
 }
 
+/// A folder's files, found by a walk that follows its ignore rules (`FolderStore.walk`).
+public struct FolderWalk: Sendable {
+    /// Every document file, in no particular order.
+    public var found: [FolderScanner.Found]
+    /// Paths that are not synced.
+    public var skipped: [FolderScanner.Skipped]
+    /// The ignore rules the walk followed.
+    var rules: IgnoreRules
+}
+
 /// A folder's files, and what the stat cache its writer left proves of each, read without
 /// the index (`FolderStore.survey`).
 public struct FolderSurvey: Sendable {
@@ -35,6 +45,27 @@ public struct FolderSurvey: Sendable {
     public var proven: [BlobDigest?]
     /// Paths that are not synced.
     public var skipped: [FolderScanner.Skipped]
+}
+
+/// What `status` says of a folder beside no agent: its counts and how its files differ from
+/// the log.
+public struct FolderStatus: Sendable {
+    /// Documents whose current revision is live.
+    public var documents: Int
+    /// Log entries.
+    public var revisions: Int
+    /// The log's highest sequence.
+    public var lastSeq: Int
+    /// How the files differ from the log.
+    public var disk: DiskState
+
+    /// A status from its parts.
+    public init(documents: Int, revisions: Int, lastSeq: Int, disk: DiskState) {
+        self.documents = documents
+        self.revisions = revisions
+        self.lastSeq = lastSeq
+        self.disk = disk
+    }
 }
 
 /// How ferry's JSON reports show documents and paths with a reason (files it cannot record or
@@ -125,11 +156,78 @@ extension FolderStore {
     /// the index, read without it, so that a reader (`ferry status`) can take it on another
     /// thread while the log is read.
     public static func survey(root: String) throws -> FolderSurvey {
-        let (found, skipped) = try FolderScanner(root: root, rules: IgnoreRules.load(root: root)).scan(sorted: false)
+        let walked = try walk(root: root)
         // The cache is consulted here too, so that the thread reading the log has only the
         // index to look up per file.
-        let proven = StatCache.load(path: FolderLayout(root: root).statCacheFile).provenObjects(found)
-        return FolderSurvey(found: found, proven: proven, skipped: skipped)
+        let proven = StatCache.load(path: FolderLayout(root: root).statCacheFile).provenObjects(walked.found)
+        return FolderSurvey(found: walked.found, proven: proven, skipped: walked.skipped)
+    }
+
+    /// Every document file of the folder at `root`, in no particular order, and the paths not
+    /// synced.
+    public static func walk(root: String) throws -> FolderWalk {
+        let rules = IgnoreRules.load(root: root)
+        let (found, skipped) = try FolderScanner(root: root, rules: rules).scan(sorted: false)
+        return FolderWalk(found: found, skipped: skipped, rules: rules)
+    }
+
+    /// True when the stat cache the last writer left can answer `status` (`statusFromStatCache`):
+    /// its summary is complete and names the log as it is now. Reads the cache's first line.
+    public static func statCacheNamesTheLog(root: String) -> Bool {
+        let layout = FolderLayout(root: root)
+        guard let summary = StatCache.readSummary(path: layout.statCacheFile) else { return false }
+        return summary.complete && FileFingerprint.of(layout.logFile) == summary.log
+    }
+
+    /// `status` from the stat cache the last writer left, without reading the log: when the
+    /// log is still the one the cache's summary names (so the index would be what the summary
+    /// says) and the summary is complete (every live document had its current body on disk,
+    /// each marked in the cache), the files are compared with the cache's entries instead of
+    /// the index. The cache is read on this thread while `walk` runs on another; nil means the
+    /// caller reads the log (`diskState`).
+    public static func statusFromStatCache(root: String, walk: () throws -> FolderWalk) throws -> FolderStatus? {
+        let layout = FolderLayout(root: root)
+        let cache = StatCache.load(path: layout.statCacheFile)
+        guard let summary = cache.summary, summary.complete, FileFingerprint.of(layout.logFile) == summary.log else { return nil }
+        let walked = try walk()
+        let reader = try openWithoutLog(at: root)
+        var state = DiskState(skipped: walked.skipped)
+        var liveFound = 0
+        let now = wallClockNanoseconds()
+        for file in walked.found {
+            let entry = cache[file.doc].flatMap { $0.wasCurrent ? $0 : nil }
+            if let entry {
+                liveFound += 1
+                if entry.proves(file.fingerprint, now: now) { continue }
+            }
+            // With a complete summary, a file with no current entry is no live document's.
+            switch try reader.digestOnDisk(file.doc) {
+            case .failure(let why)?: state.unreadable.append((file.doc, why.message))
+            case .success(let digest)?:
+                if let entry {
+                    if digest != entry.object { state.pending.append((file.doc, .modified)) }
+                } else {
+                    state.pending.append((file.doc, .added))
+                }
+            case nil: break
+            }
+        }
+        if liveFound < summary.documents {
+            let onDisk = Set(walked.found.lazy.map(\.doc))
+            for (doc, entry) in cache.entries where entry.wasCurrent && !onDisk.contains(doc) {
+                let path = layout.path(of: doc.rawValue)
+                if walked.rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(path) { continue }
+                if let why = reader.placementProblem(doc, path: path, live: true) {
+                    state.heldBack.append((doc, why))
+                } else {
+                    state.pending.append((doc, .deleted))
+                }
+            }
+        }
+        state.pending.sort { $0.doc < $1.doc }
+        state.unreadable.sort { $0.doc < $1.doc }
+        state.heldBack.sort { $0.doc < $1.doc }
+        return FolderStatus(documents: summary.documents, revisions: summary.revisions, lastSeq: summary.lastSeq, disk: state)
     }
 
     /// Compares every file with its document's current revision, without recording anything;

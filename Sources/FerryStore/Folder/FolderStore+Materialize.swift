@@ -258,11 +258,12 @@ extension FolderStore {
 
     /// Why `doc`'s current revision cannot be written at `path`: a directory above it is a
     /// symbolic link or a file (`FolderLayout.placementProblem`), or, for a live revision,
-    /// something that is not a regular file holds its name. Nil when it can.
-    func placementProblem(_ doc: DocumentID, path: String) -> String? {
+    /// something that is not a regular file holds its name (`live`: whether it is, when the
+    /// caller knows better than the index). Nil when it can.
+    func placementProblem(_ doc: DocumentID, path: String, live: Bool? = nil) -> String? {
         if let why = layout.placementProblem(of: doc.rawValue) { return why }
         if let why = ignoredHere(doc) { return why }
-        guard let current = current(doc), !current.deleted, let st = try? FileSystem.lstat(path) else { return nil }
+        guard live ?? current(doc).map({ !$0.deleted }) ?? false, let st = try? FileSystem.lstat(path) else { return nil }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return nil
         case S_IFDIR: return "a directory named \(doc) is here"

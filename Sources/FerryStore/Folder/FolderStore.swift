@@ -101,7 +101,7 @@ public final class FolderStore {
         return bounded
     }
 
-    private init(layout: FolderLayout, info: FolderInfo, lock: FolderLock?, logger: Logger) throws(StoreError) {
+    private init(layout: FolderLayout, info: FolderInfo, lock: FolderLock?, logger: Logger, readingLog: Bool = true) throws(StoreError) {
         self.layout = layout
         self.info = info
         self.logger = logger
@@ -110,7 +110,7 @@ public final class FolderStore {
         self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
         self.log = RevisionLog(path: layout.logFile)
         var index = DocumentIndex()
-        let read = try RevisionLog.scan(path: layout.logFile) { index.apply($0) }
+        let read = readingLog ? try RevisionLog.scan(path: layout.logFile) { index.apply($0) } : RevisionLog.ReadResult()
         self.index = index
         self.damagedLogLines = read.damagedLines
         self.tornLogTailBytes = read.tornTailBytes
@@ -153,6 +153,14 @@ public final class FolderStore {
                                lock: writable ? try FolderLock(path: FolderLayout(root: root).lockFile) : nil, logger: logger)
     }
 
+    /// A reader of the folder's files and objects that has not read the log (its index is
+    /// empty): what `statusFromStatCache` reads files with, when the cache says what the index
+    /// holds.
+    static func openWithoutLog(at root: String) throws(StoreError) -> FolderStore {
+        try FolderStore(layout: FolderLayout(root: root), info: try readInfo(root: root), lock: nil,
+                        logger: Logger(label: "ferry.store", factory: { _ in SwiftLogNoOpLogHandler() }), readingLog: false)
+    }
+
     /// Opens the folder whose identity is `info` (`readInfo`) for writing, under a lock the
     /// caller took (the agent takes it first, so that it answers `status` while the log is read).
     public static func open(at root: String, info: FolderInfo, holding lock: FolderLock, logger: Logger) throws(StoreError) -> FolderStore {
@@ -191,10 +199,26 @@ public final class FolderStore {
         return try FolderStore(layout: layout, info: info, lock: try FolderLock(path: layout.lockFile), logger: logger)
     }
 
-    /// Saves the stat cache if it changed.
+    /// Saves the stat cache if it changed, or if the log did since it was saved: its summary
+    /// says which log the index had read, so that `status` beside no agent can answer from the
+    /// cache alone (`statusFromStatCache`). Inside a batch the log's lines wait for its end, and
+    /// so does the cache.
     public func saveStatCache() throws(StoreError) {
-        guard isWritable, statCache.isDirty else { return }
-        try statCache.save(path: layout.statCacheFile)
+        guard isWritable else { return }
+        if objects.batch != nil && !pendingEntries.isEmpty {
+            statCacheWaitsForBatch = true
+            return
+        }
+        let log = FileFingerprint.of(layout.logFile)
+        guard statCache.isDirty || statCache.summary?.log != log else { return }
+        let known = index
+        let summary = log.map {
+            StatCache.Summary(log: $0, lastSeq: known.lastSeq, revisions: known.revisionCount,
+                              documents: known.liveDocumentCount, complete: false)
+        }
+        try statCache.save(path: layout.statCacheFile, summary: summary) { doc in
+            known[doc]?.current.flatMap { $0.deleted ? nil : $0.object }
+        }
     }
 
     // MARK: Reading
@@ -242,6 +266,11 @@ public final class FolderStore {
             let result = try body()
             try flushBatch()
             try saveFileBasesIfChanged()
+            if statCacheWaitsForBatch {
+                statCacheWaitsForBatch = false
+                objects.batch = nil  // the log is written: the cache may say so
+                try saveStatCache()
+            }
             return result
         } catch {
             objects.batch?.abandon()
@@ -252,6 +281,8 @@ public final class FolderStore {
     }
 
     var batchFlushThreshold: Int?
+    /// Set when the stat cache was to be saved while a batch held log lines back.
+    var statCacheWaitsForBatch = false
 
     func flushBatch() throws(StoreError) {
         try objects.batch?.commit(install: installBatchedFile)

@@ -6,8 +6,10 @@ import OrderedCollections
 
 /// What the folder last recorded about each file — its fingerprint (inode, size, mtime,
 /// ctime) and the body it held — so that a scan can skip files that did not change without
-/// reading them, as git's index does. Kept in `.ferry/statcache`, one line per file:
-/// `<inode> <size> <mtime ns> <ctime ns> <object hex> <doc as a JSON string>`.
+/// reading them, as git's index does. Kept in `.ferry/statcache`: a first line saying what
+/// the writer's index held and which log it had read (`Summary`), then one line per file:
+/// `<inode> <size> <mtime ns> <ctime ns> <object hex> <c|-> <doc as a JSON string>`, `c` when
+/// the body was the document's current one when the cache was saved.
 ///
 /// It is only a hint: an entry is trusted only when the fingerprint still matches, the body
 /// is still the document's current one, and the file's mtime is more than two seconds older
@@ -20,7 +22,47 @@ public struct StatCache: Sendable {
         public var fingerprint: FileFingerprint
         /// The body it held then.
         public var object: BlobDigest
+        /// Read from a cache that said the body was the document's current one when it was
+        /// saved (`c`); false for entries made since.
+        public var wasCurrent = false
+        /// Read from a cache saved within `racyWindow` of the file's mtime: never proof.
+        var racy = false
+
+        /// An entry made now.
+        public init(fingerprint: FileFingerprint, object: BlobDigest) {
+            self.fingerprint = fingerprint
+            self.object = object
+        }
+
+        /// The same file and body (whatever the cache it was read from said).
+        func sameAs(_ other: Entry) -> Bool { fingerprint == other.fingerprint && object == other.object }
+
+        /// True when a file found with `fingerprint` at `now` (wall-clock nanoseconds) provably
+        /// still holds this entry's body.
+        public func proves(_ fingerprint: FileFingerprint, now: Int) -> Bool {
+            !racy && self.fingerprint == fingerprint && fingerprint.mtime < now - StatCache.racyWindow
+        }
     }
+
+    /// What the writer's index held when it saved the cache, and the fingerprint of the log it
+    /// had read: a reader that finds the log unchanged knows the index without reading it.
+    public struct Summary: Sendable, Equatable {
+        /// `revs.log`'s fingerprint (any append or rewrite changes it).
+        public var log: FileFingerprint
+        /// The log's highest sequence.
+        public var lastSeq: Int
+        /// Log entries.
+        public var revisions: Int
+        /// Documents whose current revision is live.
+        public var documents: Int
+        /// True when each live document had an entry marked current and every entry was
+        /// current: the files the cache proves are then the whole folder's state.
+        public var complete: Bool
+    }
+
+    /// The summary read with the cache (nil: none, or a cache from before summaries), or the
+    /// one last saved.
+    public private(set) var summary: Summary?
 
     /// Entries by document, each in a box of its own, in an ordered dictionary (two arrays and a
     /// hash table of small integers): a `Dictionary` keeps up to twice as many slots as entries
@@ -48,8 +90,9 @@ public struct StatCache: Sendable {
         Dictionary(uniqueKeysWithValues: boxes.compactMap { doc, box in box.map { (doc, $0.entry) } })
     }
 
-    /// Loads `path`, dropping entries that were racily clean when it was saved; a missing or
-    /// unreadable cache is an empty one.
+    /// Loads `path`; entries that were racily clean when it was saved are kept (a reader of the
+    /// summary needs every entry) but never prove anything. A missing or unreadable cache is an
+    /// empty one.
     public static func load(path: String) -> StatCache {
         var cache = StatCache()
         guard let st = try? FileSystem.lstat(path), let fd = try? FileSystem.open(path, O_RDONLY) else { return cache }
@@ -60,12 +103,40 @@ public struct StatCache: Sendable {
         cache.boxes.reserveCapacity(Int(st.st_size) / Self.typicalLineBytes)
         // Read a megabyte at a time: the whole file beside the entries was the peak of an
         // agent's start in a large folder.
+        var first = true
         _ = try? FileSystem.forEachLine(of: fd, path: path) { line in
-            if let (doc, entry) = parseLine(line), entry.fingerprint.mtime < saved - racyWindow {
+            defer { first = false }
+            if first, let summary = parseSummary(line) {
+                cache.summary = summary
+            } else if var (doc, entry) = parseLine(line) {
+                entry.racy = entry.fingerprint.mtime >= saved - racyWindow
                 cache.boxes[doc] = .some(EntryBox(entry))
             }
         }
         return cache
+    }
+
+    /// The summary of the cache at `path` alone (its first line), or nil.
+    public static func readSummary(path: String) -> Summary? {
+        guard let fd = try? FileSystem.open(path, O_RDONLY) else { return nil }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: summaryLineBytes)
+        let n = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0, let end = head[..<n].firstIndex(of: 0x0A) else { return nil }
+        return head.withUnsafeBufferPointer { parseSummary(UnsafeBufferPointer(rebasing: $0[..<end])) }
+    }
+
+    /// The first line's words: `ferry-statcache 2`, then the summary's numbers.
+    static let summaryTag = "ferry-statcache 2"
+
+    /// The summary line, or nil.
+    private static func parseSummary(_ line: UnsafeBufferPointer<UInt8>) -> Summary? {
+        let words = line.split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        guard words.count == 10, words[0] + " " + words[1] == summaryTag, let inode = UInt64(words[2]) else { return nil }
+        let numbers = words[3...].compactMap { Int($0) }
+        guard numbers.count == 7, numbers[6] == 0 || numbers[6] == 1 else { return nil }
+        return Summary(log: FileFingerprint(inode: inode, size: numbers[0], mtime: numbers[1], ctime: numbers[2]),
+                       lastSeq: numbers[3], revisions: numbers[4], documents: numbers[5], complete: numbers[6] == 1)
     }
 
     /// About the length of one saved line (five numbers, a digest, a short name).
@@ -106,11 +177,18 @@ public struct StatCache: Sendable {
         }
         guard let inodeField = field(), let ino = magnitude(inodeField), let size = number(field()),
               let mtime = number(field(), signed: true), let ctime = number(field(), signed: true),
-              let hex = field(), let object = BlobDigest(asciiHex: hex),
-              let text = jsonString(UnsafeBufferPointer(rebasing: line[pos...])),
-              let doc = try? DocumentID(text)
+              let hex = field(), let object = BlobDigest(asciiHex: hex)
         else { return nil }
-        return (doc, Entry(fingerprint: FileFingerprint(inode: ino, size: size, mtime: mtime, ctime: ctime), object: object))
+        // `c` or `-` (caches from before summaries have neither: the name follows the digest).
+        var wasCurrent = false
+        if pos < line.count, line[pos] != 0x22 {
+            guard let mark = field(), mark.count == 1, mark[0] == 0x63 || mark[0] == 0x2D else { return nil }
+            wasCurrent = mark[0] == 0x63
+        }
+        guard let text = jsonString(UnsafeBufferPointer(rebasing: line[pos...])), let doc = try? DocumentID(text) else { return nil }
+        var entry = Entry(fingerprint: FileFingerprint(inode: ino, size: size, mtime: mtime, ctime: ctime), object: object)
+        entry.wasCurrent = wasCurrent
+        return (doc, entry)
     }
 
     /// The string a JSON string literal holds: read directly when it has no escapes (almost
@@ -127,32 +205,51 @@ public struct StatCache: Sendable {
     }
 
     /// Writes the cache atomically, a megabyte at a time (the whole text of 100,000 entries
-    /// held at once was the peak of an initial sync's memory).
-    public mutating func save(path: String) throws(StoreError) {
+    /// held at once was the peak of an initial sync's memory). `summary` (its `complete` is
+    /// worked out here) says what the index held; `current` gives each document's current
+    /// body, so that each entry is marked current or not. Without a summary (a batch's log
+    /// lines not yet written) the file has no summary line.
+    public mutating func save(path: String, summary: Summary?, current: (DocumentID) -> BlobDigest?) throws(StoreError) {
         let boxes = self.boxes
+        var currentEntries = 0, otherEntries = 0
+        // The summary line comes first but is known last: its place is kept with spaces.
+        let placeholder = [UInt8](repeating: 0x20, count: Self.summaryLineBytes)
         try FileSystem.writeAtomically(to: path, tempPrefix: "statcache.tmp-") { (fd, temp) throws(StoreError) in
-            var out: [UInt8] = []
+            var out: [UInt8] = summary == nil ? [] : placeholder
             out.reserveCapacity(Self.saveChunk)
             // Bytes appended directly: formatting each line through a String took ~90 ms per
             // 10,000 entries, at the end of every initial sync.
             for (doc, box) in boxes {
                 guard let box else { continue }
-                Self.appendLine(doc, box.entry, to: &out)
+                let isCurrent = summary != nil && current(doc) == box.entry.object
+                if isCurrent { currentEntries += 1 } else { otherEntries += 1 }
+                Self.appendLine(doc, box.entry, isCurrent: isCurrent, to: &out)
                 if out.count >= Self.saveChunk {
                     try FileSystem.writeAll(fd, out, path: temp)
                     out.removeAll(keepingCapacity: true)
                 }
             }
             try FileSystem.writeAll(fd, out, path: temp)
+            guard var summary else { return }
+            summary.complete = otherEntries == 0 && currentEntries == summary.documents
+            var line = Array("\(Self.summaryTag) \(summary.log.inode) \(summary.log.size) \(summary.log.mtime) \(summary.log.ctime) \(summary.lastSeq) \(summary.revisions) \(summary.documents) \(summary.complete ? 1 : 0)".utf8)
+            guard line.count < Self.summaryLineBytes else { throw StoreError(.invalidInput, "stat cache summary too long") }
+            line += [UInt8](repeating: 0x20, count: Self.summaryLineBytes - 1 - line.count) + [0x0A]
+            if pwrite(fd, line, line.count, 0) != line.count { throw StoreError.system("cannot write", path: temp) }
+            self.summary = summary
         }
+        if summary == nil { self.summary = nil }
         isDirty = false
     }
+
+    /// The summary line's length, spaces included (its numbers take at most ~170 bytes).
+    static let summaryLineBytes = 256
 
     /// Bytes of lines written at once by `save`.
     static let saveChunk = 1 << 20
 
     /// Appends one entry's line.
-    private static func appendLine(_ doc: DocumentID, _ e: Entry, to out: inout [UInt8]) {
+    private static func appendLine(_ doc: DocumentID, _ e: Entry, isCurrent: Bool, to out: inout [UInt8]) {
         let f = e.fingerprint
         appendDecimal(f.inode, to: &out)
         out.append(0x20)
@@ -163,7 +260,7 @@ public struct StatCache: Sendable {
         appendDecimal(f.ctime, to: &out)
         out.append(0x20)
         e.object.appendHex(to: &out)
-        out.append(0x20)
+        out += isCurrent ? [0x20, 0x63, 0x20] : [0x20, 0x2D, 0x20]
         let name = doc.rawValue.utf8
         if name.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
             out.append(0x22)
@@ -193,7 +290,8 @@ public struct StatCache: Sendable {
     /// Records what a file held.
     public mutating func set(_ doc: DocumentID, _ entry: Entry?) {
         let known = boxes[doc]
-        guard known??.entry != entry else { return }
+        if let entry, let old = known??.entry, old.sameAs(entry) { return }
+        if entry == nil, known??.entry == nil { return }
         isDirty = true
         guard let entry else {
             guard known != nil else { return }  // no slot
@@ -223,7 +321,7 @@ public struct StatCache: Sendable {
 
     /// The body the file provably still holds, by its `fingerprint` (nil: it must be read).
     public func provenObject(_ doc: DocumentID, fingerprint: FileFingerprint, now: Int) -> BlobDigest? {
-        guard let e = boxes[doc]??.entry, e.fingerprint == fingerprint, fingerprint.mtime < now - Self.racyWindow else { return nil }
+        guard let e = boxes[doc]??.entry, e.proves(fingerprint, now: now) else { return nil }
         return e.object
     }
 }

@@ -97,7 +97,7 @@ struct StatusCommand: ParsableCommand {
             }
             if answer["starting"] == nil { report["pending"] = .array([]) }
         } else {
-            try report.merge(Self.offlineState(root: root, folder: folder)) { _, new in new }
+            try report.merge(Self.offlineState(root: root, folder: folder, holder: holder)) { _, new in new }
         }
         if output.json {
             printJSON(.object(report))
@@ -107,13 +107,29 @@ struct StatusCommand: ParsableCommand {
     }
 
     /// What the folder and the files on disk say, read here (no agent, or one that does not
-    /// answer): the log on this thread while another walks the folder.
-    static func offlineState(root: String, folder: FolderOptions) throws -> [String: JSONValue] {
+    /// answer): from the stat cache the last writer left when the log is the one it names
+    /// (no log read at all), else the log on this thread while another walks the folder.
+    static func offlineState(root: String, folder: FolderOptions, holder: Int32?) throws -> [String: JSONValue] {
+        // A writer that holds the lock may be appending: only a folder nobody writes is read
+        // from its cache.
+        if holder == nil, FolderStore.statCacheNamesTheLog(root: root) {
+            let walk = Background { try FolderStore.walk(root: root) }
+            if let cached = try FolderStore.statusFromStatCache(root: root, walk: { try walk.value() }) {
+                return report(cached)
+            }
+        }
         let survey = Background { try FolderStore.survey(root: root) }
         let store = try folder.open(writable: false)
         let disk = try store.diskState(survey: try survey.value())
+        return report(FolderStatus(documents: store.index.liveDocumentCount, revisions: store.index.revisionCount,
+                                   lastSeq: store.index.lastSeq, disk: disk))
+    }
+
+    /// A status's JSON report.
+    static func report(_ status: FolderStatus) -> [String: JSONValue] {
+        let disk = status.disk
         return [
-            "documents": .int(store.index.liveDocumentCount), "revisions": .int(store.index.revisionCount), "last_seq": .int(store.index.lastSeq),
+            "documents": .int(status.documents), "revisions": .int(status.revisions), "last_seq": .int(status.lastSeq),
             "pending": .array(disk.pending.map { ["doc": .string($0.doc.rawValue), "change": .string($0.change.rawValue)] }),
             "unreadable": ReportJSON.documents(disk.unreadable, key: "error"),
             "skipped": ReportJSON.skipped(disk.skipped),
