@@ -102,6 +102,13 @@ public struct DiskState: Sendable {
     public var skipped: [FolderScanner.Skipped]
     /// Live documents that cannot be put at their path here, with why (`FolderStore.heldBack`).
     public var heldBack: [(doc: DocumentID, reason: String)] = []
+
+    /// Puts each list in document order.
+    mutating func sort() {
+        pending.sort { $0.doc < $1.doc }
+        unreadable.sort { $0.doc < $1.doc }
+        heldBack.sort { $0.doc < $1.doc }
+    }
 }
 
 /// What `compact` removed.
@@ -215,19 +222,24 @@ extension FolderStore {
         if liveFound < summary.documents {
             let onDisk = Set(walked.found.lazy.map(\.doc))
             for (doc, entry) in cache.entries where entry.wasCurrent && !onDisk.contains(doc) {
-                let path = layout.path(of: doc.rawValue)
-                if walked.rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(path) { continue }
-                if let why = reader.placementProblem(doc, path: path, live: true) {
-                    state.heldBack.append((doc, why))
-                } else {
-                    state.pending.append((doc, .deleted))
-                }
+                reader.noteMissing(doc, rules: walked.rules, in: &state)
             }
         }
-        state.pending.sort { $0.doc < $1.doc }
-        state.unreadable.sort { $0.doc < $1.doc }
-        state.heldBack.sort { $0.doc < $1.doc }
+        state.sort()
         return FolderStatus(documents: summary.documents, revisions: summary.revisions, lastSeq: summary.lastSeq, disk: state)
+    }
+
+    /// Notes the live document `doc`, whose file a walk did not find: held back when its path
+    /// cannot hold it, deleted otherwise; nothing when it is ignored and still there (no
+    /// longer synced, but not deleted, as `scanAndRecord` says).
+    func noteMissing(_ doc: DocumentID, rules: IgnoreRules, in state: inout DiskState) {
+        let path = layout.path(of: doc.rawValue)
+        if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(path) { return }
+        if let why = placementProblem(doc, path: path, live: true) {
+            state.heldBack.append((doc, why))
+        } else {
+            state.pending.append((doc, .deleted))
+        }
     }
 
     /// Compares every file with its document's current revision, without recording anything;
@@ -257,18 +269,10 @@ extension FolderStore {
         if liveOnDisk < index.liveDocumentCount {
             let onDisk = Set(found.lazy.map(\.doc))
             for (doc, tree) in index.trees where tree.current.map({ !$0.deleted }) == true && !onDisk.contains(doc) {
-                // Ignored and still there: no longer synced, but not deleted (as `scanAndRecord`).
-                if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(layout.path(of: doc.rawValue)) { continue }
-                if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
-                    state.heldBack.append((doc, why))
-                } else {
-                    state.pending.append((doc, .deleted))
-                }
+                noteMissing(doc, rules: rules, in: &state)
             }
         }
-        state.pending.sort { $0.doc < $1.doc }
-        state.unreadable.sort { $0.doc < $1.doc }
-        state.heldBack.sort { $0.doc < $1.doc }
+        state.sort()
         return state
     }
 
