@@ -174,6 +174,13 @@ public enum FileSystem {
         if fdatasync(fd) != 0 { throw StoreError.system("cannot fsync", path: path) }
     }
 
+    /// Makes the data of the file at `path` durable.
+    public static func syncFile(atPath path: String) throws(StoreError) {
+        let fd = try open(path, O_RDONLY)
+        defer { close(fd) }
+        try sync(fd, path: path)
+    }
+
     /// Makes a directory's entries (creations, renames, removals) durable.
     public static func syncDirectory(_ path: String) throws(StoreError) {
         let fd = try open(path, O_RDONLY | O_DIRECTORY)

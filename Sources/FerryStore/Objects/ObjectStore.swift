@@ -321,10 +321,16 @@ public final class DurabilityBatch {
         pendingFiles[file.path] = file
     }
 
+    /// Batches of at most this many files, with none removed, are made durable file by file.
+    static let fileByFileLimit = 8
+
     /// Makes everything written in the batch durable and visible: `install` renames each
     /// pending document file into place (or drops it if the user's edit got there first).
     func commit(install: (PendingFile) -> Void) throws(StoreError) {
         guard !isEmpty else { return }
+        if !filesRemoved && pendingRenames.count + pendingFiles.count <= Self.fileByFileLimit {
+            return try commitFileByFile(install: install)
+        }
         try FileSystem.syncFilesystem(containing: root)
         // The worker renames the objects while this thread puts documents' files in place. An
         // object already there has the same bytes (its name is their digest): renaming over it
@@ -344,6 +350,39 @@ public final class DurabilityBatch {
         pendingFiles.removeAll()
         filesRemoved = false
         try FileSystem.syncFilesystem(containing: root)
+    }
+
+    /// A small batch (a save, one revision from a peer): each temp file's data, then the
+    /// renames, then each directory they are in and its parents up to the folder. `syncfs`
+    /// flushes what every process wrote to the filesystem, so fifty agents each receiving one
+    /// edit wait on each other's writes (docs/performance.md); a file's own fsync waits for its
+    /// own. The parents too, because a directory made for this batch's file is named in its
+    /// parent.
+    private func commitFileByFile(install: (PendingFile) -> Void) throws(StoreError) {
+        for (temp, _) in pendingRenames { try FileSystem.syncFile(atPath: temp) }
+        for file in pendingFiles.values { try FileSystem.syncFile(atPath: file.temp) }
+        var directories: Set<String> = []
+        for (temp, final) in pendingRenames {
+            try FileSystem.renameMakingDirectory(temp, final)
+            directories.insert(FileSystem.dirname(of: final))
+        }
+        for file in pendingFiles.values {
+            install(file)
+            directories.insert(FileSystem.dirname(of: file.path))
+        }
+        let folder = FileSystem.dirname(of: root)
+        var synced: Set<String> = []
+        for directory in directories {
+            var d = directory
+            while d.hasPrefix(folder), synced.insert(d).inserted {
+                try FileSystem.syncDirectory(d)
+                if d == folder { break }
+                d = FileSystem.dirname(of: d)
+            }
+        }
+        pendingRenames.removeAll()
+        pendingTemp.removeAll()
+        pendingFiles.removeAll()
     }
 
     /// Drops the batch's temp files.
