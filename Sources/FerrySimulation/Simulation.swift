@@ -474,7 +474,7 @@ public final class Simulation {
             lines.append("peer \(peer.index)'s log:")
             lines += try await peer.shared.perform { store in
                 try store.readLogEntries().map { e in
-                    let body = e.object.flatMap { try? store.objects.read($0) }.map { String(decoding: $0, as: UTF8.self) } ?? (e.deleted ? "deleted" : "-")
+                    let body = e.object.flatMap { try? store.objects.read($0, packedAt: e.pack, size: e.size) }.map { String(decoding: $0, as: UTF8.self) } ?? (e.deleted ? "deleted" : "-")
                     let merged = e.merged.map { " merged \($0.description.prefix(10))" } ?? ""
                     return "  \(e.seq) \(e.doc) \(e.rev.description.prefix(10)) parent \(e.parent.map { String($0.description.prefix(10)) } ?? "none")\(merged) \(e.origin) \(body.prefix(300))"
                 }

@@ -274,7 +274,7 @@ import Testing
             #expect(values["Cherries"] == 1 || values["Cherries"] == 2, "\(values)")
             // The losing body is still in the log and the objects; the conflict is listed.
             let conflicts = try FerryProcess.ferry(["conflicts", "--json"], in: b)
-            #expect(conflicts.stdout.contains("merged"), "\(conflicts.stdout)")
+            #expect(conflicts.stdout.contains("merged"), "exit \(conflicts.status): \(conflicts.stdout) \(conflicts.stderr)")
             let bodies = try FerryProcess.shell("for rev in $(jq -r 'select(.doc==\"samplelist.json\" and .deleted==false) | .rev' .ferry/revs.log); do ferry show samplelist.json@$rev | jq '.list[] | select(.key==\"Cherries\") | .value'; done | sort -u | tr '\\n' ' '", in: b, environment: ["PATH": (FerryProcess.ferryExecutable as NSString).deletingLastPathComponent + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "")])
             #expect(bodies.stdout.contains("1 ") && bodies.stdout.contains("2 "), "Cherries values in b's history: \(bodies.stdout)")
             // No ping-pong: the logs stay as they are.

@@ -316,16 +316,18 @@ import FerryTesting
             #expect(one.store.index[doc]!.liveLeaves.count <= 1)
             let file1 = try? one.dir.read("list.json"), file2 = try? two.dir.read("list.json")
             #expect(file1 == file2, "seed \(seed)")
-            // Every body that was recorded is still stored.
+            // Every body that was recorded is still stored, and reads back.
             for r in [base, branchA.last!, branchB.last!] where r.body != nil {
-                #expect(one.store.objects.contains(BlobDigest.of(r.body!.canonicalBytes)))
-                #expect(two.store.objects.contains(BlobDigest.of(r.body!.canonicalBytes)))
+                for store in [one.store, two.store] {
+                    let node = try #require(store.index[doc]?.nodes[r.rev])
+                    #expect(try store.jsonBody(of: node, doc: doc) == r.body)
+                }
             }
             // Feeding each store the other's resolution revisions changes nothing (no ping-pong).
             let before = one.store.index.revisionCount
             for e in try two.store.readLogEntries() where e.conflict != nil {
-                let body = e.object.map { try? two.store.objects.read($0) } ?? nil
-                if let body { try one.store.objects.write(body) }
+                let body = e.object.map { try? two.store.objects.read($0, packedAt: e.pack, size: e.size) } ?? nil
+                if let body { try one.store.objects.writeBody(body) }
                 _ = try one.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: two.store.index[doc]!.history(of: e.rev).dropFirst().map { $0 },
                                                                deleted: e.deleted, object: e.object, size: e.size, origin: "two", merged: e.merged))
             }
@@ -351,7 +353,7 @@ import FerryTesting
             for a in stores {
                 for b in stores where a !== b {
                     for e in try a.store.readLogEntries() {
-                        if let o = e.object { try b.store.objects.write(try a.store.objects.read(o)) }
+                        if let o = e.object { try b.store.objects.writeBody(try a.store.objects.read(o, packedAt: e.pack, size: e.size)) }
                         let made = try b.store.applyRemote(IncomingRevision(doc: e.doc, rev: e.rev, history: Array(a.store.index[doc]!.history(of: e.rev).dropFirst()),
                                                                             deleted: e.deleted, object: e.object, size: e.size, origin: "x", merged: e.merged),
                                                            resolve: false)
@@ -393,11 +395,15 @@ import FerryTesting
         let blob = try f.store.objects.write(Array("image bytes".utf8))
         let doc = try f.doc("a.json")
         for i in 0..<10 { try f.store.recordLocalJSON(doc, ["n": .int(i), "image": ["@type": "blob", "digest": .string(blob.description), "length": 11]]) }
-        let kept = try #require(f.store.current(doc)?.object)
-        try FileSystem.unlink(f.store.objects.path(for: kept))
-        let before = try f.store.objects.allObjects().objects.count
+        // The kept body's line is cut off its pack.
+        let kept = try #require(f.store.current(doc)?.pack)
+        let pack = BodyPacks.path(of: kept.pack, in: f.store.layout.packsDirectory)
+        #expect(truncate(pack, off_t(kept.offset)) == 0)
+        let before = (try f.store.objects.allObjects().objects.count, try f.store.objects.packs.numbers(), try f.store.readLogEntries())
         #expect(throws: (any Error).self) { try f.store.compact(keepDepth: 2) }
-        #expect(try f.store.objects.allObjects().objects.count == before)
+        #expect(try f.store.objects.allObjects().objects.count == before.0)
+        #expect(try f.store.objects.packs.numbers() == before.1)
+        #expect(try f.store.readLogEntries() == before.2)
         #expect(f.store.objects.contains(blob))
     }
 }

@@ -35,7 +35,7 @@ struct Made {
         var size = 0
         if let body {
             let bytes = body.canonicalBytes
-            object = try store.objects.write(bytes)
+            object = try store.objects.writeBody(bytes)
             size = bytes.count
         }
         return try store.applyRemote(IncomingRevision(doc: doc, rev: rev, history: history, deleted: body == nil,

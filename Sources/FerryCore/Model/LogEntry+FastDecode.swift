@@ -116,6 +116,10 @@ private struct FlatScanner {
             case 4 where Self.equals(k, "kind"): guard let v = string() else { return nil }; f.kind = v
             case 6 where Self.equals(k, "object"): guard let v = string() else { return nil }; f.object = v
             case 4 where Self.equals(k, "size"): guard let v = int() else { return nil }; f.size = v
+            case 4 where Self.equals(k, "pack"):
+                // Always followed by its offset (as `encodedLine` writes them).
+                guard let v = int(), expect(UInt8(ascii: ",")), let k2 = key(), Self.equals(k2, "offset"), let o = int() else { return nil }
+                f.pack = (v, o)
             case 6 where Self.equals(k, "origin"): guard let v = string() else { return nil }; f.origin = v
             case 6 where Self.equals(k, "author"): guard let v = string() else { return nil }; f.author = v
             case 4 where Self.equals(k, "time"): guard let v = string() else { return nil }; f.time = v

@@ -19,6 +19,9 @@ public struct LogEntry: Sendable, Equatable {
     public var object: BlobDigest?
     /// The body's size in bytes (0 for a deletion).
     public var size: Int
+    /// Where a small JSON body is kept (`"pack"` and `"offset"`), when it is in a pack rather
+    /// than in a file of its own under `objects/`. Local, like `seq`: peers keep their own.
+    public var pack: PackLocation? = nil
     /// `"local"` (`localOrigin`) or the id of the peer it came from.
     public var origin: String
     /// The origin of revisions made in this folder.
@@ -150,6 +153,10 @@ extension LogEntry {
         key("kind"); string(kind.rawValue)
         if let object { key("object"); string(object.description) }
         key("size"); out += Array(String(size).utf8)
+        if let pack {
+            key("pack"); out += Array(String(pack.pack).utf8)
+            key("offset"); out += Array(String(pack.offset).utf8)
+        }
         key("origin"); string(origin)
         if let author { key("author"); string(author) }
         key("time"); string(time)
@@ -195,6 +202,10 @@ extension LogEntry {
         f.kind = o["kind"]?.stringValue
         f.object = o["object"]?.stringValue
         f.size = o["size"]?.intValue
+        if o["pack"] != nil || o["offset"] != nil {
+            guard let pack = o["pack"]?.intValue, let offset = o["offset"]?.intValue else { throw LogEntryDecodingError(message: "invalid pack") }
+            f.pack = (pack, offset)
+        }
         f.origin = o["origin"]?.stringValue
         if let a = o["author"] {
             guard let t = a.stringValue else { throw LogEntryDecodingError(message: "invalid author") }
@@ -230,6 +241,7 @@ extension LogEntry {
         var kind: String?
         var object: String?
         var size: Int?
+        var pack: (Int, Int)?
         var origin: String?
         var author: String?
         var time: String?
@@ -270,6 +282,12 @@ extension LogEntry {
         self.deleted = deleted
         self.kind = kind
         self.size = f.size ?? 0
+        if let (number, offset) = f.pack {
+            guard number > 0, number <= Int(PackLocation.maxPack), offset >= 0,
+                  let location = PackLocation(pack: UInt32(number), offset: UInt64(offset)) else { throw fail("invalid pack") }
+            guard object != nil, kind == .json else { throw fail("only a JSON body is packed") }
+            self.pack = location
+        }
         self.origin = f.origin ?? "local"
         if let author = f.author, LogEntry.authorProblem(author) != nil { throw fail("invalid author") }
         self.author = f.author

@@ -113,7 +113,7 @@ extension PeerSession {
     func announceAndSend(_ batch: [RecordedRevision]) async throws -> [SentRevision] {
         let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
         // The JSON bodies this batch may send are read into memory while the peer answers.
-        shared.prefetch(batch.filter { $0.doc.kind == .json }.compactMap(\.object))
+        shared.prefetch(batch.filter { $0.doc.kind == .json })
         let answer = try await request(.changes(entries))
         if case let .error(status, message) = answer {
             throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)

@@ -1,7 +1,7 @@
 import FerryCore
 import Foundation
 
-/// `.ferry/folder.json`: `{"id": <uuid>, "name": <db name>, "created": <RFC 3339>, "format": 1}`.
+/// `.ferry/folder.json`: `{"id": <uuid>, "name": <db name>, "created": <RFC 3339>, "format": 2}`.
 public struct FolderInfo: Sendable, Equatable {
     /// The folder's unique id; also this peer's id in other folders' logs.
     public var id: String
@@ -12,8 +12,12 @@ public struct FolderInfo: Sendable, Equatable {
     /// On-disk format version.
     public var format: Int
 
-    /// The only format this build reads and writes.
-    public static let currentFormat = 1
+    /// The format this build writes: 2 since small JSON bodies are packed (`BodyPacks`), which
+    /// a ferry of format 1 would not find (it refuses format 2 rather than misread it).
+    public static let currentFormat = 2
+    /// The formats this build reads; a writer upgrades a folder of format 1 when it opens it
+    /// (`FolderStore.upgradeFormat`): format 2 is format 1 plus packs.
+    public static let readableFormats = 1...2
 
     /// A new folder's info, with a random id unless given one.
     public init(name: String, id: String? = nil) {
@@ -28,8 +32,8 @@ public struct FolderInfo: Sendable, Equatable {
         guard let id = json["id"]?.stringValue, let name = json["name"]?.stringValue,
               let format = json["format"]?.intValue
         else { throw StoreError(.corrupt, "folder.json lacks id, name or format") }
-        guard format == Self.currentFormat else {
-            throw StoreError(.corrupt, "folder.json has format \(format); this ferry reads format \(Self.currentFormat)")
+        guard Self.readableFormats.contains(format) else {
+            throw StoreError(.corrupt, "folder.json has format \(format); this ferry reads formats \(Self.readableFormats.lowerBound) to \(Self.readableFormats.upperBound)")
         }
         self.id = id
         self.name = name

@@ -22,6 +22,8 @@ public struct FolderLayout: Sendable {
     public var logFile: String { stateDirectory + "/revs.log" }
     /// `.ferry/objects`.
     public var objectsDirectory: String { stateDirectory + "/objects" }
+    /// `.ferry/packs`: small JSON bodies, a line each (`BodyPacks`).
+    public var packsDirectory: String { stateDirectory + "/packs" }
     /// `.ferry/tmp`: temporary object files (same filesystem as objects, never synced).
     public var tempDirectory: String { stateDirectory + "/tmp" }
     /// `.ferry/lock`.

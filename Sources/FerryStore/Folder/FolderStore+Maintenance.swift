@@ -140,10 +140,31 @@ extension FolderStore {
             if e.seq <= lastSeq { report.logProblems.append("revs.log seq \(e.seq) does not increase (after \(lastSeq))") }
             lastSeq = e.seq
             guard let object = e.object else { continue }
-            if !present.contains(object) {
+            var packed: [UInt8]?
+            if let pack = e.pack {
+                // A packed body is checked where its log line says it is.
+                report.objectsChecked += 1
+                let place = "\(objects.packs.directory)/\(BodyPacks.path(of: pack.pack, in: "").dropFirst()) at offset \(pack.offset)"
+                do {
+                    guard let bytes = try objects.packs.line(at: pack, size: e.size) else {
+                        report.logProblems.append("\(e.doc)@\(e.rev): \(place) holds no line of \(e.size) bytes")
+                        continue
+                    }
+                    let actual = BlobDigest.of(bytes)
+                    guard actual == object else {
+                        report.corruptObjects.append((place, actual))
+                        continue
+                    }
+                    packed = bytes
+                } catch {
+                    report.missingObjects.append((object, "\(e.doc)@\(e.rev) (\(place))"))
+                    continue
+                }
+            }
+            if packed == nil && !present.contains(object) {
                 report.missingObjects.append((object, "\(e.doc)@\(e.rev)"))
             } else if e.kind == .json, index[e.doc]?.nodes[e.rev]?.object != nil {
-                let body = try objects.read(object)
+                let body = try packed ?? objects.read(object)
                 guard let value = try? JSONParser.parse(body) else {
                     report.logProblems.append("\(e.doc)@\(e.rev): body \(object) is not JSON")
                     continue
@@ -277,35 +298,64 @@ extension FolderStore {
     }
 
     /// Drops the bodies of non-leaf revisions more than `keepDepth` generations below every
-    /// leaf, rewrites the log atomically, and deletes the objects nothing needs any more.
+    /// leaf, rewrites the log atomically, and deletes the objects nothing needs any more. A
+    /// pack that held a dropped body is written again with the lines still named (into new
+    /// packs, before the log that names them is renamed into place), then removed, as is a pack
+    /// no log line names.
     public func compact(keepDepth: Int = 20) throws -> CompactReport {
         precondition(isWritable)
         var report = CompactReport()
         var entries = try readLogEntries()
         var depths: [DocumentID: [RevisionID: Int]] = [:]
+        var emptied: Set<UInt32> = []  // packs losing a line
+        var dropped: [PackLocation: Int] = [:]  // lines no longer named, with their lengths
         for i in entries.indices where entries[i].object != nil {
             let e = entries[i]
             if depths[e.doc] == nil { depths[e.doc] = index[e.doc]?.depthFromLeaves() ?? [:] }
             guard let d = depths[e.doc]?[e.rev], d > keepDepth else { continue }
+            if let pack = e.pack {
+                emptied.insert(pack.pack)
+                dropped[pack] = e.size + 1
+            }
             entries[i].object = nil
+            entries[i].pack = nil
             entries[i].compacted = true
             report.revisionsCompacted += 1
         }
         guard report.revisionsCompacted > 0 else { return report }
         // Objects still needed: bodies of kept revisions and the blobs their JSON references.
         var needed = Set<BlobDigest>()
-        for e in entries {
-            guard let object = e.object else { continue }
-            needed.insert(object)
+        try objects.packs.closeCurrent()
+        // Lines moved but not written when a kept body cannot be read are dropped.
+        defer { objects.packs.abandonPending() }
+        for i in entries.indices {
+            guard let object = entries[i].object else { continue }
             // A kept body that cannot be read stops the compaction: the blobs it references
             // would otherwise look unneeded and be removed.
-            if e.kind == .json {
-                let value = try JSONParser.parse(try objects.read(object))
-                for ref in try value.blobReferences() { needed.insert(ref.digest) }
+            let bytes: [UInt8]? = entries[i].kind == .json ? try objects.read(object, packedAt: entries[i].pack, size: entries[i].size) : nil
+            if let pack = entries[i].pack {
+                dropped[pack] = nil  // named by a kept revision too (a merge that kept one side's body)
+                if emptied.contains(pack.pack), let bytes {
+                    // Its line moves to a new pack.
+                    entries[i].pack = try objects.packs.append(bytes, digest: object)
+                }
+            } else {
+                needed.insert(object)
+            }
+            if let bytes {
+                for ref in try JSONParser.parse(bytes).blobReferences() { needed.insert(ref.digest) }
             }
         }
+        try objects.packs.writePending(sync: true)
+        objects.packs.forgetUnlogged()
+        report.objectsRemoved += dropped.count
+        report.bytesFreed += dropped.values.reduce(0, +)
         try log.rewrite(entries)
-        for e in entries where e.compacted { index.dropBody(doc: e.doc, rev: e.rev) }
+        try reloadIndex()
+        let named = Set(entries.compactMap { $0.pack?.pack })
+        for number in try objects.packs.numbers() where !named.contains(number) {
+            try objects.packs.remove(number)
+        }
         for digest in try objects.allObjects().objects where !needed.contains(digest) {
             let size = (try? FileSystem.lstat(objects.path(for: digest)))??.st_size ?? 0
             try objects.remove(digest)

@@ -209,7 +209,7 @@ extension FolderStore {
                 let merged = JSONMerge.merge(base: base, winner: w, loser: l, decide: history.decide)
                 if merged != w {
                     let bytes = merged.canonicalBytes
-                    body = (try objects.write(bytes), bytes.count)
+                    body = (try objects.writeBody(bytes), bytes.count)
                     resolution = .merged
                 }
             }

@@ -13,7 +13,7 @@ public final class FolderStore {
     /// Paths.
     public let layout: FolderLayout
     /// `folder.json`.
-    public let info: FolderInfo
+    public private(set) var info: FolderInfo
     /// The object store.
     public let objects: ObjectStore
     /// The log.
@@ -107,7 +107,7 @@ public final class FolderStore {
         self.logger = logger
         self.lock = lock
         let writable = lock != nil
-        self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
+        self.objects = ObjectStore(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory, packsDirectory: layout.packsDirectory)
         self.log = RevisionLog(path: layout.logFile)
         var index = DocumentIndex()
         let read = readingLog ? try RevisionLog.scan(path: layout.logFile) { index.apply($0) } : RevisionLog.ReadResult()
@@ -119,6 +119,7 @@ public final class FolderStore {
             logger.warning("damaged log line skipped", metadata: ["line": "\(d.line)", "reason": "\(d.reason)"])
         }
         if writable {
+            try upgradeFormat()
             if read.tornTailBytes > 0 {
                 logger.notice("repairing a torn last line in revs.log", metadata: ["bytes": "\(read.tornTailBytes)"])
             }
@@ -134,6 +135,18 @@ public final class FolderStore {
     }
 
     deinit { startedWorker?.stop() }
+
+    /// Rewrites `folder.json` of a folder of an older format with this build's (atomically,
+    /// before anything of the newer format is written), so that an older ferry refuses it
+    /// rather than misreads it.
+    private func upgradeFormat() throws(StoreError) {
+        guard info.format < FolderInfo.currentFormat else { return }
+        var upgraded = info
+        upgraded.format = FolderInfo.currentFormat
+        try FileSystem.writeAtomically(upgraded.json.prettyBytes, to: layout.folderFile, tempPrefix: "folder.json.tmp-")
+        logger.notice("folder format upgraded", metadata: ["from": "\(info.format)", "to": "\(upgraded.format)"])
+        info = upgraded
+    }
 
     /// The folder at `root` or its nearest ancestor holding `.ferry/`, as git finds its repo.
     public static func locate(from directory: String) -> String? {
@@ -232,7 +245,7 @@ public final class FolderStore {
             if node.deleted { throw StoreError(.notFound, "\(doc)@\(node.rev) is a deletion; it has no body") }
             throw StoreError(.notFound, "the body of \(doc)@\(node.rev) is not stored here (compacted or history only)")
         }
-        return try objects.read(object)
+        return try objects.read(object, packedAt: node.pack, size: node.size)
     }
 
     /// A JSON document's body at a revision.
@@ -256,11 +269,12 @@ public final class FolderStore {
     /// entries and at the end).
     public func batch<T>(flushEvery: Int = 4096, _ body: () throws -> T) throws -> T {
         precondition(objects.batch == nil, "batches do not nest")
-        objects.batch = DurabilityBatch(root: layout.stateDirectory, worker: fileWorker)
+        objects.batch = DurabilityBatch(root: layout.stateDirectory, worker: fileWorker, packs: objects.packs)
         batchFlushThreshold = flushEvery
         defer {
             objects.batch = nil
             batchFlushThreshold = nil
+            objects.packs.forgetUnlogged()
         }
         do {
             let result = try body()
@@ -287,6 +301,7 @@ public final class FolderStore {
     func flushBatch() throws(StoreError) {
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
+        objects.packs.forget(pendingEntries.lazy.compactMap(\.object))
         pendingEntries.removeAll(keepingCapacity: true)
     }
 
@@ -299,6 +314,15 @@ public final class FolderStore {
     /// Appends entries to the log (durably, or into the open batch) and applies them to the index.
     func commit(_ entries: [LogEntry]) throws(StoreError) {
         precondition(isWritable, "folder opened read-only")
+        // A body packed for these entries, or one an earlier revision of the document has in a
+        // pack (a merge that keeps one side's body): their lines say where (`BodyPacks`).
+        let entries = entries.map { e in
+            var e = e
+            if e.pack == nil, e.kind == .json, let object = e.object {
+                e.pack = objects.packs.unlogged[object]?.location ?? packedLocation(of: object, in: e.doc)
+            }
+            return e
+        }
         if let threshold = batchFlushThreshold {
             pendingEntries += entries
             for e in entries { index.apply(e) }
@@ -306,10 +330,20 @@ public final class FolderStore {
             return
         }
         try log.append(entries)
+        objects.packs.forget(entries.lazy.compactMap(\.object))
         for e in entries { index.apply(e) }
     }
 
     var nextSeq: Int { max(index.lastSeq, seqFloor) + 1 }
+
+    /// Where a revision of `doc` already in the index keeps the body `object` in a pack, if one does.
+    private func packedLocation(of object: BlobDigest, in doc: DocumentID) -> PackLocation? {
+        var found: PackLocation?
+        index[doc]?.forEachNode { node in
+            if found == nil, node.object == object, let pack = node.pack { found = pack }
+        }
+        return found
+    }
 
     /// Records a new local revision of `doc` whose body is already in `objects`, as a child of
     /// the revision its file holds (`fileRevision`; the current one unless a peer's revision
@@ -351,7 +385,7 @@ public final class FolderStore {
     @discardableResult
     public func recordLocalJSON(_ doc: DocumentID, _ value: JSONValue) throws(StoreError) -> LogEntry? {
         let bytes = value.canonicalBytes
-        let digest = try objects.write(bytes)
+        let digest = try objects.writeBody(bytes)
         return try recordLocal(doc, object: digest, size: bytes.count)
     }
 }

@@ -142,9 +142,14 @@ public actor SharedStore {
                             if let missing = body.blobs.first(where: { !store.objects.contains($0) }) {
                                 throw StoreError(.io, "blob \(missing) named by \(incoming.doc)@\(incoming.rev) was not stored")
                             }
-                            guard let objectTemp = body.objectTemp else { throw StoreError(.io, "the body of \(incoming.doc) was not written") }
-                            try store.objects.adopt(temp: objectTemp, as: body.digest)
-                            body.objectTemp = nil
+                            if let bytes = body.packable {
+                                try store.objects.pack(bytes, digest: body.digest)
+                                body.packable = nil
+                            } else {
+                                guard let objectTemp = body.objectTemp else { throw StoreError(.io, "the body of \(incoming.doc) was not written") }
+                                try store.objects.adopt(temp: objectTemp, as: body.digest)
+                                body.objectTemp = nil
+                            }
                             incoming.object = body.digest
                             preparedFile = body.documentTemp.map { PreparedFile(temp: $0, known: body.documentText) }
                         }
@@ -212,13 +217,22 @@ public actor SharedStore {
     /// that the bodies it will send are being read while the peer answers. Objects written
     /// long ago may no longer be cached (this machine's page cache is trimmed within
     /// minutes), and reading 1,000 of them one after another from disk stalled the pipeline.
-    public nonisolated func prefetch(_ objects: [BlobDigest]) {
-        guard !objects.isEmpty else { return }
-        let directory = layout.objectsDirectory
+    public nonisolated func prefetch(_ revisions: [RecordedRevision]) {
+        let bodies = revisions.compactMap { r in r.object.map { (digest: $0, pack: r.pack, size: r.size) } }
+        guard !bodies.isEmpty else { return }
+        let directory = layout.objectsDirectory, packs = layout.packsDirectory
         fileWorker.submit { _ in
             {
-                for digest in objects {
-                    let fd = open(ObjectStore.path(for: digest, in: directory), O_RDONLY | O_CLOEXEC)
+                var packFiles: [UInt32: Int32] = [:]  // a packed body's line, in its pack's file
+                defer { for fd in packFiles.values where fd >= 0 { close(fd) } }
+                for body in bodies {
+                    if let pack = body.pack {
+                        let fd = packFiles[pack.pack] ?? open(BodyPacks.path(of: pack.pack, in: packs), O_RDONLY | O_CLOEXEC)
+                        packFiles[pack.pack] = fd
+                        if fd >= 0 { _ = posix_fadvise(fd, off_t(pack.offset), off_t(body.size + 1), POSIX_FADV_WILLNEED) }
+                        continue
+                    }
+                    let fd = open(ObjectStore.path(for: body.digest, in: directory), O_RDONLY | O_CLOEXEC)
                     guard fd >= 0 else { continue }
                     _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)
                     close(fd)

@@ -70,7 +70,7 @@ public struct DocumentIndex: Sendable {
             tree.insertHistory([parent] + e.ancestors)
         }
         tree.insert(RevisionNode(rev: e.rev, parent: e.parent, deleted: e.deleted, object: e.object,
-                                 size: e.size, seq: e.seq, origin: e.origin, author: e.author))
+                                 size: e.size, seq: e.seq, origin: e.origin, author: e.author, pack: e.pack))
         // Logs written before merges named their second parent carry it in the merged
         // revision's conflict record (the loser it took in).
         if let merged = e.merged ?? (e.deleted ? nil : e.conflict?.loser), e.parent != nil {

@@ -4,7 +4,7 @@ import FerryCore
 /// their bodies) have `seq == 0` and no object.
 public struct RevisionNode: Sendable, Equatable {
     // The order of the fields is their order in memory: the small ones fill the bytes that
-    // the alignment of the 41- and 42-byte ids would leave empty (152 bytes instead of 184).
+    // the alignment of the 41- and 42-byte ids would leave empty (160 bytes instead of 192).
 
     /// The revision.
     public let rev: RevisionID
@@ -22,10 +22,12 @@ public struct RevisionNode: Sendable, Equatable {
     public var size: Int
     /// Local sequence of its log line; 0 for history-only nodes.
     public var seq: Int
+    /// `pack`'s word (0: the body, if any, is a file under `objects/`).
+    fileprivate var packWord: UInt64
 
     /// A node.
     public init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
-                origin: String, author: String? = nil) {
+                origin: String, author: String? = nil, pack: PackLocation? = nil) {
         self.rev = rev
         self.deleted = deleted
         self.originName = NameTable.name(origin)
@@ -34,11 +36,18 @@ public struct RevisionNode: Sendable, Equatable {
         self.object = object
         self.size = size
         self.seq = seq
+        self.packWord = pack?.raw ?? 0
+    }
+
+    /// Where its body is, when it is in a pack (`BodyPacks`).
+    public var pack: PackLocation? {
+        get { PackLocation(raw: packWord) }
+        set { packWord = newValue?.raw ?? 0 }
     }
 
     /// A node whose names are numbered already.
     fileprivate init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
-                     originName: NameTable.Name, authorName: NameTable.Name) {
+                     originName: NameTable.Name, authorName: NameTable.Name, packWord: UInt64) {
         self.rev = rev
         self.deleted = deleted
         self.originName = originName
@@ -47,6 +56,7 @@ public struct RevisionNode: Sendable, Equatable {
         self.object = object
         self.size = size
         self.seq = seq
+        self.packWord = packWord
     }
 
     /// Where it came from: "local" or a peer id.
@@ -66,7 +76,7 @@ public struct RevisionNode: Sendable, Equatable {
 }
 
 /// The node of a tree of one revision, without a parent: a revision with a parent comes with
-/// its history, so its tree has more than one node. 104 bytes instead of a node's 152: the
+/// its history, so its tree has more than one node. 112 bytes instead of a node's 160: the
 /// tree of nearly every document in a large folder.
 private struct SoleNode {
     // In memory order, packed as `RevisionNode`'s fields are.
@@ -77,6 +87,7 @@ private struct SoleNode {
     var authorName: NameTable.Name
     var size: Int
     var seq: Int
+    var packWord: UInt64
 
     /// `node` without its parent, when it has none.
     init?(_ node: RevisionNode) {
@@ -88,12 +99,13 @@ private struct SoleNode {
         authorName = node.authorName
         size = node.size
         seq = node.seq
+        packWord = node.packWord
     }
 
     /// The node it stands for.
     var node: RevisionNode {
         RevisionNode(rev: rev, parent: nil, deleted: deleted, object: object, size: size, seq: seq,
-                     originName: originName, authorName: authorName)
+                     originName: originName, authorName: authorName, packWord: packWord)
     }
 }
 
@@ -295,11 +307,13 @@ public struct RevisionTree: Sendable {
             guard box.value.rev == rev else { return }
             var n = box.value
             n.object = nil
+            n.packWord = 0
             shape = .one(Boxed(n))
         case .many(var box):
             shape = .empty
             if !isKnownUniquelyReferenced(&box) { box = Boxed(box.value) }
             box.value.nodes[rev]?.object = nil
+            box.value.nodes[rev]?.pack = nil
             shape = .many(box)
         }
     }

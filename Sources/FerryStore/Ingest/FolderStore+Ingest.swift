@@ -137,7 +137,7 @@ extension FolderStore {
         }
         if doc.kind == .json {
             // A text remembered (`KnownFileText`) names an object that is stored: read it back.
-            if let bytes = saved { try objects.write(bytes) } else { saved = try objects.read(digest) }
+            if let bytes = saved { try objects.writeBody(bytes) } else { saved = try objects.read(digest) }
         }
         let parent = parentForSave(doc, saved ?? [], base: base)
         let rev = RevisionID.compute(parent: parent, deleted: false, body: digest)

@@ -13,20 +13,23 @@ public final class ObjectStore {
     let tempDirectory: String
     /// When set, writes skip their per-file fsyncs; `DurabilityBatch.commit` makes them durable.
     var batch: DurabilityBatch?
+    /// Small JSON bodies, a line each in `.ferry/packs` (written by the folder's writer only).
+    let packs: BodyPacks
 
     /// Size of the chunks blobs are streamed in: memory stays flat whatever the file size.
     public static let chunkSize = 1 << 20
 
-    init(directory: String, tempDirectory: String) {
+    init(directory: String, tempDirectory: String, packsDirectory: String) {
         self.directory = directory
         self.tempDirectory = tempDirectory
+        self.packs = BodyPacks(directory: packsDirectory)
     }
 
-    /// A second handle on a folder's objects, for a task that reads or writes objects beside
-    /// the folder's single writer (a replication fetching blobs): it never joins the writer's
-    /// batches, so each object it writes is made durable on its own.
+    /// A second handle on a folder's objects, for a task that reads or writes blobs beside the
+    /// folder's single writer (a replication fetching blobs): it never joins the writer's
+    /// batches, so each object it writes is made durable on its own; it packs nothing.
     public convenience init(layout: FolderLayout) {
-        self.init(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory)
+        self.init(directory: layout.objectsDirectory, tempDirectory: layout.tempDirectory, packsDirectory: layout.packsDirectory)
     }
 
     /// Where the object's bytes are now: its address, or its temp file while the open batch
@@ -49,12 +52,24 @@ public final class ObjectStore {
         return "\(directory)/\(hex[..<split])/\(hex[split...])"
     }
 
-    /// True when the object is present.
+    /// True when the object is present as a file, or packed for a log line not yet written
+    /// (a packed body that has its log line is found through its node, `read(_:packedAt:size:)`).
     public func contains(_ digest: BlobDigest) -> Bool {
-        FileSystem.exists(location(of: digest))
+        packs.unlogged[digest] != nil || FileSystem.exists(location(of: digest))
     }
 
-    /// Stores `bytes`; returns its digest. An object that already exists is left untouched.
+    /// Stores a JSON body's canonical bytes; returns its digest. A small one goes to a pack (its
+    /// log line will say where: `FolderStore.commit`), a larger one to a file of its own.
+    @discardableResult
+    public func writeBody(_ canonical: [UInt8]) throws(StoreError) -> BlobDigest {
+        guard canonical.count < BodyPacks.packedBelow else { return try write(canonical) }
+        let digest = BlobDigest.of(canonical)
+        if !contains(digest) { try pack(canonical, digest: digest) }
+        return digest
+    }
+
+    /// Stores `bytes` as a file of its own; returns its digest. An object that already exists
+    /// is left untouched.
     @discardableResult
     public func write(_ bytes: [UInt8]) throws(StoreError) -> BlobDigest {
         let digest = BlobDigest.of(bytes)
@@ -71,6 +86,14 @@ public final class ObjectStore {
         }
         try install(temp: temp, as: digest)
         return digest
+    }
+
+    /// Packs a small JSON body whose digest is `digest` (checked by the caller): into the open
+    /// batch, or durably at once outside one.
+    func pack(_ bytes: [UInt8], digest: BlobDigest) throws(StoreError) {
+        guard packs.unlogged[digest] == nil else { return }  // the same body twice in a batch
+        _ = try packs.append(bytes, digest: digest)
+        if batch == nil { try packs.writePending(sync: true) }
     }
 
     /// Takes into the open batch an object whose bytes another thread wrote to the temp file
@@ -153,13 +176,22 @@ public final class ObjectStore {
         }
     }
 
-    /// The whole content of an object (for JSON bodies; blobs are streamed with `open`).
+    /// The whole content of an object (for JSON bodies; blobs are streamed with `open`): a file,
+    /// or a body packed for a log line not yet written.
     public func read(_ digest: BlobDigest) throws(StoreError) -> [UInt8] {
         do {
             return try FileSystem.readFile(location(of: digest))
         } catch where error.errno == ENOENT {
+            if let (location, size) = packs.unlogged[digest] { return try packs.read(location, size: size, digest: digest) }
             throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
         }
+    }
+
+    /// A revision's body: the `size` bytes at `packedAt` when its log line names a pack, else
+    /// the object's file.
+    public func read(_ digest: BlobDigest, packedAt location: PackLocation?, size: Int) throws(StoreError) -> [UInt8] {
+        guard let location else { return try read(digest) }
+        return try packs.read(location, size: size, digest: digest)
     }
 
     /// Opens an object for streaming.
@@ -306,14 +338,17 @@ public final class DurabilityBatch {
     let root: String
     /// Renames objects at commit while the writer renames documents' files.
     let worker: FileWorker
+    /// The packs whose pending lines the commit writes before its flush.
+    let packs: BodyPacks
 
-    init(root: String, worker: FileWorker) {
+    init(root: String, worker: FileWorker, packs: BodyPacks) {
         self.root = root
         self.worker = worker
+        self.packs = packs
     }
 
     /// True when nothing was written or removed since the last commit.
-    var isEmpty: Bool { pendingRenames.isEmpty && pendingFiles.isEmpty && !filesRemoved }
+    var isEmpty: Bool { pendingRenames.isEmpty && pendingFiles.isEmpty && !filesRemoved && !packs.hasPending }
 
     /// Queues a document's temp file to replace `file.path` at commit.
     func add(_ file: PendingFile) {
@@ -331,7 +366,9 @@ public final class DurabilityBatch {
         if !filesRemoved && pendingRenames.count + pendingFiles.count <= Self.fileByFileLimit {
             return try commitFileByFile(install: install)
         }
+        try packs.writePending(sync: false)
         try FileSystem.syncFilesystem(containing: root)
+        packs.synced()
         // The worker renames the objects while this thread puts documents' files in place. An
         // object already there has the same bytes (its name is their digest): renaming over it
         // is harmless and saves a stat per object.
@@ -359,6 +396,7 @@ public final class DurabilityBatch {
     /// own. The parents too, because a directory made for this batch's file is named in its
     /// parent.
     private func commitFileByFile(install: (PendingFile) -> Void) throws(StoreError) {
+        try packs.writePending(sync: true)
         for (temp, _) in pendingRenames { try FileSystem.syncFile(atPath: temp) }
         for file in pendingFiles.values { try FileSystem.syncFile(atPath: file.temp) }
         var directories: Set<String> = []
@@ -385,8 +423,9 @@ public final class DurabilityBatch {
         pendingFiles.removeAll()
     }
 
-    /// Drops the batch's temp files.
+    /// Drops the batch's temp files and pending pack lines.
     func abandon() {
+        packs.abandonPending()
         for (temp, _) in pendingRenames { unlink(temp) }
         for file in pendingFiles.values { unlink(file.temp) }
         pendingRenames.removeAll()

@@ -18,6 +18,8 @@ public struct RecordedRevision: Sendable, Equatable {
     public var object: BlobDigest?
     /// Who made it (`LogEntry.author`).
     public var author: String?
+    /// Where its body is, when it is packed.
+    public var pack: PackLocation?
 }
 
 extension FolderStore {
@@ -49,7 +51,7 @@ extension FolderStore {
 
     private static func recordedRevision(_ e: DocumentIndex.FeedEntry, _ node: RevisionNode) -> RecordedRevision {
         RecordedRevision(seq: e.seq, doc: e.doc, rev: node.rev, deleted: node.deleted, size: node.size,
-                         origin: node.origin, object: node.object, author: node.author)
+                         origin: node.origin, object: node.object, author: node.author, pack: node.pack)
     }
 
     /// How many revisions `changes(since:docIDs:)` would list, counted without building them:

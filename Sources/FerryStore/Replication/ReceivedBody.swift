@@ -20,8 +20,11 @@ public final class ReceivedBody: @unchecked Sendable {
     public let size: Int
     /// The worker's ticket for the job writing the files.
     let ticket: UInt64
-    /// The object's temp file (nil until written, or if writing failed).
+    /// The object's temp file (nil until written, or if writing failed; nil for a small body).
     var objectTemp: String?
+    /// A small body's canonical bytes, packed by the store's batch (`BodyPacks`) instead of
+    /// written to a file of its own.
+    var packable: [UInt8]?
     /// The document's temp file (in the document's directory).
     var documentTemp: String?
     /// What it holds, when it is large enough to remember (`KnownFileText`).
@@ -46,11 +49,15 @@ public final class ReceivedBody: @unchecked Sendable {
     /// pretty-printed temp file (none when `document` is nil: it cannot be placed).
     func write(canonical: [UInt8], blobs: [BlobDigest]?, document: String?, layout: FolderLayout) {
         do {
-            // Written even if the object is stored already: renaming over it at commit is
-            // harmless (same name, same bytes), and cheaper than a lookup for every body.
-            let object = ObjectStore.newTempPath(in: layout.tempDirectory)
-            try FileSystem.createFile(object, canonical, mode: 0o444)
-            objectTemp = object
+            if canonical.count < BodyPacks.packedBelow {
+                packable = canonical
+            } else {
+                // Written even if the object is stored already: renaming over it at commit is
+                // harmless (same name, same bytes), and cheaper than a lookup for every body.
+                let object = ObjectStore.newTempPath(in: layout.tempDirectory)
+                try FileSystem.createFile(object, canonical, mode: 0o444)
+                objectTemp = object
+            }
             guard let document else { return }
             let file = FolderScanner.temporaryPath(beside: document)
             // From the canonical bytes (ours: made by the serializer or checked against it):
@@ -70,5 +77,6 @@ public final class ReceivedBody: @unchecked Sendable {
         if let documentTemp { unlink(documentTemp) }
         objectTemp = nil
         documentTemp = nil
+        packable = nil
     }
 }
