@@ -29,7 +29,7 @@ import FerryTesting
             let counts = images.stdout.split(separator: "\n").compactMap { Int($0) }
             #expect(counts.count == 2 && counts[0] == counts[1] - 2, "\(images.stdout)")
             // folder.json has the promised fields.
-            let folder = try FerryProcess.shell("jq -e '.id and .name == \"inventory\" and .created and .format == 1' .ferry/folder.json", in: dir)
+            let folder = try FerryProcess.shell("jq -e '.id and .name == \"inventory\" and .created and .format == 2' .ferry/folder.json", in: dir)
             #expect(folder.status == 0)
         }
     }
