@@ -57,6 +57,8 @@ final class BodyPacks {
 
     /// True when lines wait to be written.
     var hasPending: Bool { !pending.isEmpty }
+    /// Bytes of the lines waiting to be written.
+    var pendingBytes: Int { pending.count }
 
     /// Finds the last pack, cutting off a torn last line (a writer killed while appending:
     /// nothing names it, since a log line is written only once its body is durable).
