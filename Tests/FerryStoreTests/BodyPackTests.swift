@@ -127,4 +127,38 @@ import Glibc
         try FileSystem.writeAtomically(info.json.prettyBytes, to: file, tempPrefix: "folder.json.tmp-")
         #expect { try FolderStore.readInfo(root: f.root) } throws: { "\($0)".contains("format 3; this ferry reads formats 1 to 2") }
     }
+
+    /// A writer that could not look for its last pack (here: `packs` is not a directory for a
+    /// moment) fails that save and looks again at the next: it never starts pack 1 over the
+    /// lines the log names.
+    @Test func aFailedLookForTheLastPackIsTriedAgain() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("a.json"), other = try f.doc("b.json")
+        try f.store.recordLocalJSON(doc, ["n": 1])
+        f.store = try FolderStore.open(at: f.root, writable: false)
+        let writer = try FolderStore.open(at: f.root, writable: true)
+        let packs = writer.layout.packsDirectory
+        #expect(rename(packs, packs + ".away") == 0)
+        #expect(FileManager.default.createFile(atPath: packs, contents: Data()))
+        #expect(throws: StoreError.self) { try writer.recordLocalJSON(other, ["n": 2]) }
+        unlink(packs)
+        #expect(rename(packs + ".away", packs) == 0)
+        try writer.recordLocalJSON(other, ["n": 3])
+        #expect(try String(contentsOfFile: BodyPacks.path(of: 1, in: packs), encoding: .utf8) == "{\"n\":1}\n{\"n\":3}\n")
+        #expect(try writer.verify().isClean)
+    }
+
+    /// A file document whose bytes are those of a JSON body packed in the same batch is still
+    /// a blob of its own under `objects/` (a packed line is not a blob's file).
+    @Test func aFileWithTheBytesOfAPackedBodyIsStillAnObject() throws {
+        let dir = TemporaryDirectory()
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: dir.appending("a.json")))
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: dir.appending("b.txt")))
+        let store = try FolderStore.create(at: dir.path, name: "same")
+        _ = try store.batch { try store.scanAndRecord() }
+        let blob = try #require(store.current(try DocumentID("b.txt"))?.object)
+        #expect(FileSystem.exists(store.objects.path(for: blob)))
+        #expect(store.current(try DocumentID("a.json"))?.pack != nil)
+        #expect(try store.verify().isClean)
+    }
 }

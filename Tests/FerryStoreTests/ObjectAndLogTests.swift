@@ -154,6 +154,19 @@ import FerryTesting
         try cache.save(path: path, summary: summary) { $0 == a ? bodyA : bodyB }
         loaded = StatCache.load(path: path)
         #expect(loaded.summary?.complete == true && loaded[b]?.wasCurrent == true)
+        // An entry racily clean when its cache was saved is read back but never written
+        // again: saved under a later mtime it would pass for proof.
+        let c = try DocumentID("c.json")
+        let now = Int(time(nil)) * 1_000_000_000
+        cache.set(c, StatCache.Entry(fingerprint: FileFingerprint(inode: 3, size: 1, mtime: now, ctime: now), object: bodyA))
+        try cache.save(path: path, summary: nil) { _ in nil }
+        var reread = StatCache.load(path: path)
+        #expect(reread[c] != nil && reread[c].map { !$0.proves($0.fingerprint, now: now + 60_000_000_000) } == true)
+        // c is live with that body: its entry would be current, but it is dropped, so the
+        // summary of three live documents is not complete.
+        try reread.save(path: path, summary: StatCache.Summary(log: log, lastSeq: 41, revisions: 42, documents: 3, complete: true)) { $0 == b ? bodyB : bodyA }
+        #expect(StatCache.load(path: path)[c] == nil)
+        #expect(StatCache.load(path: path).summary?.complete == false)
         // Three live documents, two entries: not complete.
         try cache.save(path: path, summary: StatCache.Summary(log: log, lastSeq: 40, revisions: 41, documents: 3, complete: true)) { $0 == a ? bodyA : bodyB }
         #expect(StatCache.readSummary(path: path)?.complete == false)

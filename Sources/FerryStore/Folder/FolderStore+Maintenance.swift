@@ -347,7 +347,7 @@ extension FolderStore {
             }
         }
         try objects.packs.writePending(sync: true)
-        objects.packs.forgetUnlogged()
+        objects.packs.forgetAll()
         report.objectsRemoved += dropped.count
         report.bytesFreed += dropped.values.reduce(0, +)
         try log.rewrite(entries)

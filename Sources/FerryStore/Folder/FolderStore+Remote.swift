@@ -111,7 +111,7 @@ extension FolderStore {
                 guard parsed.canonicalBytes == bytes else { throw reject("the body is not canonical JSON") }
                 value = parsed
             }
-            if let why = Self.jsonBodyRefusal(value, canonicalCount: r.size, references: try? value.blobReferences(), isStored: objects.contains) {
+            if let why = Self.jsonBodyRefusal(value, canonicalCount: r.size, references: try? value.blobReferences(), isStored: objects.hasFile) {
                 throw reject(why)
             }
         }

@@ -283,7 +283,10 @@ public final class FolderStore {
             if statCacheWaitsForBatch {
                 statCacheWaitsForBatch = false
                 objects.batch = nil  // the log is written: the cache may say so
-                try saveStatCache()
+                // A hint: failing to save it fails nothing the batch recorded.
+                do { try saveStatCache() } catch {
+                    logger.warning("could not save the stat cache", metadata: ["error": "\(error)"])
+                }
             }
             return result
         } catch {
@@ -301,7 +304,7 @@ public final class FolderStore {
     func flushBatch() throws(StoreError) {
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
-        objects.packs.forget(pendingEntries.lazy.compactMap(\.object))
+        objects.packs.logged(pendingEntries.lazy.compactMap(\.object))
         pendingEntries.removeAll(keepingCapacity: true)
     }
 
@@ -319,7 +322,8 @@ public final class FolderStore {
         let entries = entries.map { e in
             var e = e
             if e.pack == nil, e.kind == .json, let object = e.object {
-                e.pack = objects.packs.unlogged[object]?.location ?? packedLocation(of: object, in: e.doc)
+                e.pack = objects.packs.packed(object)?.location
+                    ?? (e.size < BodyPacks.packedBelow ? packedLocation(of: object, in: e.doc) : nil)
             }
             return e
         }
@@ -330,7 +334,7 @@ public final class FolderStore {
             return
         }
         try log.append(entries)
-        objects.packs.forget(entries.lazy.compactMap(\.object))
+        objects.packs.logged(entries.lazy.compactMap(\.object))
         for e in entries { index.apply(e) }
     }
 

@@ -139,7 +139,7 @@ public actor SharedStore {
                             if let refusal = body.refusal { throw FolderStore.rejection(incoming, refusal) }
                             if let error = body.error { throw error }
                             // Here when it was checked; gone only if the batch that took it failed.
-                            if let missing = body.blobs.first(where: { !store.objects.contains($0) }) {
+                            if let missing = body.blobs.first(where: { !store.objects.hasFile($0) }) {
                                 throw StoreError(.io, "blob \(missing) named by \(incoming.doc)@\(incoming.rev) was not stored")
                             }
                             if let bytes = body.packable {

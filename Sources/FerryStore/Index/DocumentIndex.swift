@@ -30,10 +30,18 @@ public struct DocumentIndex: Sendable {
     /// built when replication first asks (`buildFeed`), then kept up as entries are applied,
     /// so that opening a folder for `status` or `log` does not pay for it.
     public private(set) var feed: [FeedEntry] = []
+    /// The revision of each feed entry whose document had more than one revision when it was
+    /// recorded, by sequence: the tree then finds it by id. (A document's first revision is
+    /// found by sequence, at once while it is alone in its tree; so nothing is kept here for a
+    /// large folder of documents saved once.)
+    public private(set) var feedRevisions: [Int: RevisionID] = [:]
     private var feedIsBuilt = false
-    /// False once a damaged log put a sequence out of order or repeated one: the feed is then
-    /// searched whole, and a document may have two revisions of one sequence.
+    /// False once a damaged log put a sequence out of order, until the feed is built (sorted):
+    /// until then the feed is searched whole.
     public private(set) var feedIsSorted = true
+    /// True once a damaged log put a sequence out of order or repeated one: a document may then
+    /// have two revisions of one sequence.
+    public private(set) var sequencesMayRepeat = false
 
     /// An empty index.
     public init() {}
@@ -43,10 +51,16 @@ public struct DocumentIndex: Sendable {
         // Mutated in place through the subscript: copying the tree out and back would copy
         // its dictionaries on every revision (quadratic in a document's history).
         liveDocumentCount += Self.apply(e, to: &trees[e.doc, default: RevisionTree()])
-        if e.seq <= lastSeq { feedIsSorted = false }
+        if e.seq <= lastSeq {
+            feedIsSorted = false
+            sequencesMayRepeat = true
+        }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
-        if feedIsBuilt { feed.append(FeedEntry(seq: e.seq, doc: e.doc)) }
+        if feedIsBuilt {
+            feed.append(FeedEntry(seq: e.seq, doc: e.doc))
+            if (trees[e.doc]?.nodeCount ?? 0) > 1 { feedRevisions[e.seq] = e.rev }
+        }
     }
 
     /// Builds the change feed from the trees (every revision with a log line), once.
@@ -54,8 +68,11 @@ public struct DocumentIndex: Sendable {
         guard !feedIsBuilt else { return }
         feed.reserveCapacity(revisionCount)
         for (doc, tree) in trees {
+            let many = tree.nodeCount > 1
             tree.forEachNode { node in
-                if node.seq != 0 { feed.append(FeedEntry(seq: node.seq, doc: doc)) }
+                guard node.seq != 0 else { return }
+                feed.append(FeedEntry(seq: node.seq, doc: doc))
+                if many { feedRevisions[node.seq] = node.rev }
             }
         }
         feed.sort { $0.seq < $1.seq }

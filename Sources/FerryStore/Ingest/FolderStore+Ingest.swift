@@ -208,7 +208,7 @@ extension FolderStore {
         // The file's bytes are hashed once, to look for a remembered text and to remember this one.
         let text = raw.count >= KnownFileText.minimumSize ? BlobDigest.of(raw) : nil
         if let text, let known = knownTexts[doc], known.text == text,
-           objects.contains(known.object), known.blobs.allSatisfy(objects.contains) {
+           objects.contains(known.object), known.blobs.allSatisfy(objects.hasFile) {
             return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
         let value: JSONValue
@@ -221,7 +221,7 @@ extension FolderStore {
         let blobs: [BlobDigest]
         do {
             blobs = try value.blobReferences().map(\.digest)
-            for blob in blobs where !objects.contains(blob) {
+            for blob in blobs where !objects.hasFile(blob) {
                 return .failure(JSONBodyError("references blob \(blob), which is not in .ferry/objects"))
             }
         } catch {

@@ -220,7 +220,10 @@ public struct StatCache: Sendable {
             // Bytes appended directly: formatting each line through a String took ~90 ms per
             // 10,000 entries, at the end of every initial sync.
             for (doc, box) in boxes {
-                guard let box else { continue }
+                // A racy entry read back and never re-read is not written again: saved under a
+                // later mtime it would pass for proof. (Its live document then has no current
+                // entry, so the summary is not complete.)
+                guard let box, !box.entry.racy else { continue }
                 let isCurrent = summary != nil && current(doc) == box.entry.object
                 if isCurrent { currentEntries += 1 } else { otherEntries += 1 }
                 Self.appendLine(doc, box.entry, isCurrent: isCurrent, to: &out)
@@ -290,7 +293,8 @@ public struct StatCache: Sendable {
     /// Records what a file held.
     public mutating func set(_ doc: DocumentID, _ entry: Entry?) {
         let known = boxes[doc]
-        if let entry, let old = known??.entry, old.sameAs(entry) { return }
+        // A racy entry read back is replaced even by the same: it now holds proof.
+        if let entry, let old = known??.entry, old.sameAs(entry), !old.racy { return }
         if entry == nil, known??.entry == nil { return }
         isDirty = true
         guard let entry else {

@@ -35,6 +35,20 @@ final class BodyPacks {
     /// Bodies packed whose log lines are not written yet, by digest (with their sizes): what
     /// `ObjectStore.contains` and `read` find of them. Nodes carry the others' locations.
     private(set) var unlogged: [BlobDigest: (location: PackLocation, size: Int)] = [:]
+    /// Bodies whose log lines were written lately, oldest first: another revision with the
+    /// same body (another document's, recorded in the same breath, or one committed after a
+    /// batch's intermediate flush) names the same line. Bounded: beyond it a body is packed
+    /// again.
+    private var recentlyLogged: [BlobDigest: (location: PackLocation, size: Int)] = [:]
+    private var recentOrder: [BlobDigest] = []
+    private var recentStart = 0
+    /// How many bodies `recentlyLogged` keeps (above a batch's 4,096-entry flushes).
+    static let recentLimit = 16_384
+
+    /// Where a body packed lately is, logged or not.
+    func packed(_ digest: BlobDigest) -> (location: PackLocation, size: Int)? {
+        unlogged[digest] ?? recentlyLogged[digest]
+    }
 
     init(directory: String) {
         self.directory = directory
@@ -64,8 +78,12 @@ final class BodyPacks {
     /// nothing names it, since a log line is written only once its body is durable).
     private func findCurrent() throws(StoreError) {
         guard !looked else { return }
-        looked = true
-        guard let last = try numbers().last else { return }
+        // Looked for again after a failure: taking "no pack" for an answer would start pack 1
+        // again over lines the log names.
+        guard let last = try numbers().last else {
+            looked = true
+            return
+        }
         let path = Self.path(of: last, in: directory)
         let fd = try FileSystem.open(path, O_RDWR)
         defer { close(fd) }
@@ -93,6 +111,10 @@ final class BodyPacks {
             }
         }
         current = (last, length)
+        // A writer killed before its batch's `syncfs` may have left the pack's name (or the
+        // packs directory) not yet durable: the first sync of this writer makes them so.
+        unsynced[last] = true
+        looked = true
     }
 
     /// Appends a body's line, written at the next `writePending`; returns where it is.
@@ -123,7 +145,8 @@ final class BodyPacks {
         if !pending.isEmpty, let (number, length) = current {
             try FileSystem.makeDirectories(directory)
             let path = Self.path(of: number, in: directory)
-            let fd = try FileSystem.open(path, O_WRONLY | O_CREAT, mode: 0o644)
+            // A pack started here must not exist yet: never write over lines the log names.
+            let fd = try FileSystem.open(path, length == 0 ? O_WRONLY | O_CREAT | O_EXCL : O_WRONLY, mode: 0o644)
             defer { close(fd) }
             var written = 0
             while written < pending.count {
@@ -152,20 +175,46 @@ final class BodyPacks {
     /// Notes that a `syncfs` made everything written durable.
     func synced() { unsynced.removeAll() }
 
-    /// Drops the pending lines and what they held (a batch that failed).
+    /// Drops the pending lines and what they held (a batch or a save that failed). A pack
+    /// that was to be started and never written is no longer waited for.
     func abandonPending() {
         pending.removeAll()
         unlogged.removeAll()
+        unsynced = unsynced.filter { FileSystem.exists(Self.path(of: $0.key, in: directory)) }
+        if let (number, length) = current, length == 0, !FileSystem.exists(Self.path(of: number, in: directory)) {
+            current = nil
+            looked = false
+        }
     }
 
-    /// Forgets where these bodies are: their log lines are written, and their nodes know.
-    func forget<S: Sequence>(_ logged: S) where S.Element == BlobDigest {
-        for digest in logged { unlogged[digest] = nil }
+    /// Notes that these bodies' log lines are written: their nodes know where they are, and
+    /// `recentlyLogged` for a while.
+    func logged<S: Sequence>(_ digests: S) where S.Element == BlobDigest {
+        for digest in digests {
+            guard let place = unlogged.removeValue(forKey: digest) else { continue }
+            if recentlyLogged.updateValue(place, forKey: digest) == nil { recentOrder.append(digest) }
+        }
+        while recentOrder.count - recentStart > Self.recentLimit {
+            recentlyLogged[recentOrder[recentStart]] = nil
+            recentStart += 1
+        }
+        if recentStart > Self.recentLimit {
+            recentOrder.removeFirst(recentStart)
+            recentStart = 0
+        }
     }
 
     /// Forgets where every unlogged body is (a batch is over: what it packed and logged no
     /// line for, nothing names).
     func forgetUnlogged() { unlogged.removeAll(keepingCapacity: true) }
+
+    /// Forgets every location it knows (the lines moved: `compact`).
+    func forgetAll() {
+        unlogged.removeAll()
+        recentlyLogged.removeAll()
+        recentOrder.removeAll()
+        recentStart = 0
+    }
 
     /// The body of `size` bytes at `location`, checked to hash to `digest`.
     func read(_ location: PackLocation, size: Int, digest: BlobDigest) throws(StoreError) -> [UInt8] {
@@ -212,6 +261,7 @@ final class BodyPacks {
     /// Removes pack `number` (`compact`, once no log line names it).
     func remove(_ number: UInt32) throws(StoreError) {
         try FileSystem.unlink(Self.path(of: number, in: directory))
+        unsynced[number] = nil
         if current?.number == number { current = nil; looked = false }
     }
 }

@@ -52,10 +52,17 @@ public final class ObjectStore {
         return "\(directory)/\(hex[..<split])/\(hex[split...])"
     }
 
-    /// True when the object is present as a file, or packed for a log line not yet written
-    /// (a packed body that has its log line is found through its node, `read(_:packedAt:size:)`).
+    /// True when a JSON body is stored: as a file, or packed lately (for a log line not yet
+    /// written, or written lately; an older packed body is found through its node,
+    /// `read(_:packedAt:size:)`).
     public func contains(_ digest: BlobDigest) -> Bool {
-        packs.unlogged[digest] != nil || FileSystem.exists(location(of: digest))
+        packs.packed(digest) != nil || hasFile(digest)
+    }
+
+    /// True when the object is a file of its own: what a blob must be (a packed JSON body with
+    /// the same bytes is not a blob's file).
+    public func hasFile(_ digest: BlobDigest) -> Bool {
+        FileSystem.exists(location(of: digest))
     }
 
     /// Stores a JSON body's canonical bytes; returns its digest. A small one goes to a pack (its
@@ -73,7 +80,7 @@ public final class ObjectStore {
     @discardableResult
     public func write(_ bytes: [UInt8]) throws(StoreError) -> BlobDigest {
         let digest = BlobDigest.of(bytes)
-        if contains(digest) { return digest }
+        if hasFile(digest) { return digest }
         let temp = newTempPath()
         let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
         do {
@@ -93,7 +100,12 @@ public final class ObjectStore {
     func pack(_ bytes: [UInt8], digest: BlobDigest) throws(StoreError) {
         guard packs.unlogged[digest] == nil else { return }  // the same body twice in a batch
         _ = try packs.append(bytes, digest: digest)
-        if batch == nil { try packs.writePending(sync: true) }
+        guard batch == nil else { return }
+        do { try packs.writePending(sync: true) } catch {
+            // Not durable: nothing may name it (a later save of the same body packs it again).
+            packs.abandonPending()
+            throw error
+        }
     }
 
     /// Takes into the open batch an object whose bytes another thread wrote to the temp file
@@ -140,7 +152,7 @@ public final class ObjectStore {
             unlink(temp)
             throw StoreError(.corrupt, "bytes from \(sourcePath) hash to \(digest), not the expected \(expected); nothing was stored")
         }
-        if contains(digest) {
+        if hasFile(digest) {
             unlink(temp)
         } else {
             try install(temp: temp, as: digest)
@@ -182,7 +194,7 @@ public final class ObjectStore {
         do {
             return try FileSystem.readFile(location(of: digest))
         } catch where error.errno == ENOENT {
-            if let (location, size) = packs.unlogged[digest] { return try packs.read(location, size: size, digest: digest) }
+            if let (location, size) = packs.packed(digest) { return try packs.read(location, size: size, digest: digest) }
             throw StoreError(.notFound, "object \(digest) is missing from \(directory)")
         }
     }

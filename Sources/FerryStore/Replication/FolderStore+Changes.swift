@@ -66,10 +66,10 @@ extension FolderStore {
     private func recorded(since: Int, docIDs: Set<DocumentID>?) -> some Sequence<(DocumentIndex.FeedEntry, RevisionNode)> {
         index.buildFeed()
         let index = self.index
-        let lookup = SequenceLookup(repeatsPossible: !index.feedIsSorted)
+        let lookup = SequenceLookup(index: index)
         return index.feed(after: since).lazy.compactMap { e in
             if let docIDs, !docIDs.contains(e.doc) { return nil }
-            return index[e.doc].flatMap { lookup.node(seq: e.seq, doc: e.doc, in: $0) }.map { (e, $0) }
+            return lookup.node(e).map { (e, $0) }
         }
     }
 
@@ -98,17 +98,11 @@ extension FolderStore {
     }
 }
 
-/// Finds the feed's revisions in their trees by sequence during one walk of the feed. A tree
-/// of many revisions is walked once and its nodes kept by sequence for the rest of the walk: a
-/// document saved 20,000 times would otherwise cost a walk of its 20,000 nodes per revision
-/// announced (documents edited by turns each keep their map).
+/// Finds the feed's revisions in their trees during one walk of the feed: by id where the
+/// index kept it (`DocumentIndex.feedRevisions`), else by sequence (a document's first
+/// revision: its tree's only node when it was recorded).
 final class SequenceLookup {
-    /// Trees with more nodes than this get a map; smaller ones are walked.
-    static let mapAbove = 8
-    /// Nodes kept in maps at most; past it, the maps are dropped and made again as needed.
-    static let keptAtMost = 1 << 16
-    private var maps: [DocumentID: [Int: [RevisionNode]]] = [:]
-    private var kept = 0
+    private let index: DocumentIndex
     /// A damaged log can give one document two lines of one sequence (the feed then lists the
     /// pair twice): the first asking gets one revision, the second the other.
     private let repeatsPossible: Bool
@@ -119,35 +113,23 @@ final class SequenceLookup {
         let seq: Int
     }
 
-    /// A lookup for one walk of a feed; `repeatsPossible` when the feed is not strictly increasing.
-    init(repeatsPossible: Bool) {
-        self.repeatsPossible = repeatsPossible
+    /// A lookup for one walk of `index`'s feed.
+    init(index: DocumentIndex) {
+        self.index = index
+        self.repeatsPossible = index.sequencesMayRepeat
     }
 
-    /// The node of `doc`'s tree `tree` whose log line has sequence `seq`.
-    func node(seq: Int, doc: DocumentID, in tree: RevisionTree) -> RevisionNode? {
-        if !repeatsPossible && tree.nodeCount <= Self.mapAbove { return tree.node(seq: seq) }
-        let candidates: [RevisionNode]
-        if tree.nodeCount <= Self.mapAbove {
-            var found: [RevisionNode] = []
-            tree.forEachNode { if $0.seq == seq { found.append($0) } }
-            candidates = found
-        } else if let map = maps[doc] {
-            candidates = map[seq] ?? []
-        } else {
-            if kept + tree.nodeCount > Self.keptAtMost {
-                maps.removeAll()
-                kept = 0
-            }
-            var map: [Int: [RevisionNode]] = [:]
-            map.reserveCapacity(tree.nodeCount)
-            tree.forEachNode { if $0.seq != 0 { map[$0.seq, default: []].append($0) } }
-            maps[doc] = map
-            kept += tree.nodeCount
-            candidates = map[seq] ?? []
+    /// The node of the revision the feed entry `e` names.
+    func node(_ e: DocumentIndex.FeedEntry) -> RevisionNode? {
+        guard let tree = index[e.doc] else { return nil }
+        if !repeatsPossible {
+            if let rev = index.feedRevisions[e.seq], let node = tree.nodes[rev], node.seq == e.seq { return node }
+            return tree.node(seq: e.seq)
         }
+        var candidates: [RevisionNode] = []
+        tree.forEachNode { if $0.seq == e.seq { candidates.append($0) } }
         guard candidates.count > 1 else { return candidates.first }
-        let pair = Pair(doc: doc, seq: seq)
+        let pair = Pair(doc: e.doc, seq: e.seq)
         let turn = asked[pair, default: 0]
         asked[pair] = turn + 1
         return candidates.sorted { $0.rev < $1.rev }[turn % candidates.count]
