@@ -62,7 +62,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "FerryBench", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
+        .executableTarget(name: "FerryBench", dependencies: ["CFerrySystem", "FerryCore", "FerryStore", "FerryTesting"]),
         .target(name: "FerrySimulation", dependencies: [
             "FerryCore", "FerryStore", "FerryProtocol", "FerryReplicator", "FerryTesting",
             .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -31,4 +32,8 @@ int ferry_rename_noreplace(const char *from, const char *to) {
 /* Swaps two names atomically (both must exist). */
 int ferry_rename_exchange(const char *a, const char *b) {
     return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
+unsigned long long ferry_heap_in_use(void) {
+    return (unsigned long long)mallinfo2().uordblks;
 }

@@ -1,6 +1,7 @@
 // `ferry-bench --scale`: the figures of issue 21 (100,000 documents, 10,000 blobs, a 50,000-item
 // list, 50 replicators, long histories, status), each beside its yardstick measured in the
 // same run (see docs/performance.md).
+import CFerrySystem
 import FerryCore
 import FerryStore
 import Foundation
@@ -281,6 +282,16 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
             let last = JSONValue.object(["count": .int(historySaves - 1), "note": .string("saved \(historySaves - 1) times")])
             try Data(last.canonicalBytes).write(to: URL(fileURLWithPath: folder + "/long.json"))
         }
+        // The index's heap per revision beyond the first: the folder opened with its change
+        // feed built, against a folder whose one document was saved once.
+        let single = work + "/scale-history-one"
+        _ = try measure(ferry, ["init", single, "--name", "one"])
+        do {
+            let store = try FolderStore.open(at: single, writable: true)
+            _ = try store.recordLocalJSON(try DocumentID("long.json"), .object(["count": .int(0)]))
+        }
+        let heapOfLong = try indexHeapBytes(folder), heapOfOne = try indexHeapBytes(single)
+        try? FileManager.default.removeItem(atPath: single)
         let agent = try AgentChild(folder: folder)
         _ = agent.waitFor("watching")
         func saves(_ name: String) throws -> Double {
@@ -306,8 +317,21 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         let objectsAfter = try storedKiB()
         print(String(format: "save -> durable revision of a document with %d revisions: p50 %.2f ms; of a new one: %.2f ms = %.2fx (goal <= 1.2x)",
                      historySaves, long, fresh, long / fresh))
+        print(String(format: "index heap per revision beyond the first: %d bytes (goal <= 150), %.1f MiB for %d revisions of one document",
+                     (heapOfLong - heapOfOne) / max(1, historySaves - 1), Double(heapOfLong) / 1_048_576, historySaves))
         print(String(format: "compact of %d revisions: %.2f s (goal <= 2 s); objects and packs on disk %d KiB before (%.2fx the bodies; goal <= 2x), %d KiB after, for %d KiB of bodies",
                      historySaves, compact.seconds, objectsBefore, Double(objectsBefore) / Double(max(1, content / 1024)), objectsAfter, content / 1024))
         try? FileManager.default.removeItem(atPath: folder)
     }
+}
+
+/// What opening `folder` and building its change feed leaves on the heap, in bytes (glibc's
+/// count of bytes in use, so freed buffers do not count).
+private func indexHeapBytes(_ folder: String) throws -> Int {
+    let before = ferry_heap_in_use()
+    let store = try FolderStore.open(at: folder, writable: false)
+    _ = store.changeCount(since: 0)
+    let after = ferry_heap_in_use()
+    withExtendedLifetime(store) {}
+    return Int(after) - Int(before)
 }

@@ -6,4 +6,7 @@ int ferry_start_writeback(int fd, long long offset, long long count);
 int ferry_write_and_drop(int fd, long long offset, long long count);
 int ferry_rename_noreplace(const char *from, const char *to);
 int ferry_rename_exchange(const char *a, const char *b);
+/// Bytes the heap has handed out and not had back (glibc's mallinfo2: the benchmark's count
+/// of what an index holds).
+unsigned long long ferry_heap_in_use(void);
 #endif

@@ -3,7 +3,7 @@ import Crypto
 /// The SHA-256 digest of an object's exact bytes; written `sha256-<64 hex>`.
 public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// The 32 digest bytes, packed (see `PackedHex`).
-    let packed: PackedHex
+    public let packed: PackedHex
 
     /// 64 lowercase hex digits.
     public var hex: String { packed.text }
@@ -30,7 +30,8 @@ public struct BlobDigest: Hashable, Sendable, Comparable, CustomStringConvertibl
         self.packed = packed
     }
 
-    init(packed: PackedHex) { self.packed = packed }
+    /// A digest from its packing (as an index that keeps it packed gives it back).
+    public init(packed: PackedHex) { self.packed = packed }
 
     /// From 64 lowercase hex digits given as ASCII bytes; nil otherwise.
     public init?(asciiHex: UnsafeBufferPointer<UInt8>) {

@@ -6,7 +6,7 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// 1 for a first revision, parent's generation + 1 otherwise.
     public let generation: Int
     /// The digest, packed (see `PackedHex`).
-    let packed: PackedHex
+    public let packed: PackedHex
 
     /// 32 lowercase hex digits (the first 128 bits of a SHA-256) for ids ferry makes.
     public var digest: String { packed.text }
@@ -36,8 +36,8 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// (2^40 − 1), so that local edits and merges on top of it always make ids ferry reads back.
     public static let maxReceivedGeneration = 1 << 32
 
-    /// An id from its parts.
-    init(generation: Int, packed: PackedHex) {
+    /// An id from its parts (as an index that keeps them apart gives them back).
+    public init(generation: Int, packed: PackedHex) {
         self.generation = generation
         self.packed = packed
     }

@@ -12,10 +12,10 @@ public struct RevisionNode: Sendable, Equatable {
     public var deleted: Bool
     /// `origin` and `author` as numbers in the process's `NameTable`: a folder has a few names
     /// and many revisions.
-    fileprivate var originName: NameTable.Name
+    var originName: NameTable.Name
     /// Its parent, when known.
     public let parent: RevisionID?
-    fileprivate var authorName: NameTable.Name
+    var authorName: NameTable.Name
     /// The body's object (nil for deletions, history-only and compacted revisions).
     public var object: BlobDigest?
     /// Body size in bytes.
@@ -23,7 +23,7 @@ public struct RevisionNode: Sendable, Equatable {
     /// Local sequence of its log line; 0 for history-only nodes.
     public var seq: Int
     /// `pack`'s word (0: the body, if any, is a file under `objects/`).
-    fileprivate var packWord: UInt64
+    var packWord: UInt64
 
     /// A node.
     public init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
@@ -46,7 +46,7 @@ public struct RevisionNode: Sendable, Equatable {
     }
 
     /// A node whose names are numbered already.
-    fileprivate init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
+    init(rev: RevisionID, parent: RevisionID?, deleted: Bool, object: BlobDigest?, size: Int, seq: Int,
                      originName: NameTable.Name, authorName: NameTable.Name, packWord: UInt64) {
         self.rev = rev
         self.deleted = deleted
@@ -135,6 +135,17 @@ public struct RevisionTree: Sendable {
     /// folder, beside the box's header), for the test that keeps it small.
     static var soleNodeBytes: Int { MemoryLayout<SoleNode>.size }
 
+    /// Bytes its box holds for its nodes and the arrays that find them (not the box's header,
+    /// nor the sets and maps of leaves, merges and cut histories, which do not grow with a
+    /// straight history), for the test of what a revision beyond the first costs.
+    var bytesHeld: Int {
+        switch shape {
+        case .empty: return 0
+        case .one: return MemoryLayout<SoleNode>.size
+        case .many(let b): return b.value.bytesHeld
+        }
+    }
+
     /// Second parents of merges, by merge (a merge has two parents, so only a tree of many
     /// revisions has any: they live in its box, and a tree is one word).
     private var mergeParents: [RevisionID: RevisionID] {
@@ -191,7 +202,7 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: return []
         case .one(let n): return [n.value.node]
-        case .many(let b): return b.value.leaves.compactMap { b.value.nodes[$0] }
+        case .many(let b): return b.value.leafNodes
         }
     }
 
@@ -207,13 +218,7 @@ public struct RevisionTree: Sendable {
     /// True when more than one leaf is live: a conflict to resolve.
     public var hasConflict: Bool {
         guard case .many(let box) = shape else { return false }
-        let b = box.value
-        var live = 0
-        for rev in b.leaves where b.nodes[rev]?.deleted == false {
-            live += 1
-            if live > 1 { return true }
-        }
-        return false
+        return box.value.leafNodes.lazy.filter { !$0.deleted }.dropFirst().first != nil
     }
 
     /// Leaves that are not deletions, best first.
@@ -227,23 +232,38 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: return nil
         case .one(let n): return n.value.rev == rev ? n.value.node : nil
-        case .many(let b): return b.value.nodes[rev]
+        case .many(let b): return b.value.node(rev)
+        }
+    }
+
+    /// The parent of a known revision, when it has one.
+    func parent(of rev: RevisionID) -> RevisionID? {
+        switch shape {
+        case .empty, .one: return nil
+        case .many(let b): return b.value.parent(of: rev)
         }
     }
 
     /// True when this revision is known.
     public func contains(_ rev: RevisionID) -> Bool { node(rev) != nil }
 
-    /// The node whose log line has sequence `seq` (the change feed names revisions so). The
-    /// newest one is found at once (what a continuous sync asks for); others by a walk of the
-    /// nodes, which `SequenceLookup` does once for a tree of many.
+    /// The node whose log line has sequence `seq` (the change feed names revisions so): the
+    /// newest at once (what a continuous sync asks for), others by a binary search.
     public func node(seq: Int) -> RevisionNode? {
         switch shape {
         case .empty: return nil
         case .one(let n): return n.value.seq == seq ? n.value.node : nil
-        case .many(let b):
-            if let newest = b.value.newest, let node = b.value.nodes[newest], node.seq == seq { return node }
-            return b.value.nodes.values.first { $0.seq == seq }
+        case .many(let b): return b.value.node(seq: seq)
+        }
+    }
+
+    /// Every node whose log line has sequence `seq`: more than one only when a damaged log
+    /// repeated a sequence.
+    public func nodes(seq: Int) -> [RevisionNode] {
+        switch shape {
+        case .empty: return []
+        case .one(let n): return n.value.seq == seq ? [n.value.node] : []
+        case .many(let b): return b.value.nodes(seq: seq)
         }
     }
 
@@ -252,7 +272,7 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: break
         case .one(let n): body(n.value.node)
-        case .many(let b): for node in b.value.nodes.values { body(node) }
+        case .many(let b): b.value.forEachNode(body)
         }
     }
 
@@ -261,7 +281,7 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: return 0
         case .one: return 1
-        case .many(let b): return b.value.nodes.count
+        case .many(let b): return b.value.count
         }
     }
 
@@ -312,8 +332,7 @@ public struct RevisionTree: Sendable {
         case .many(var box):
             shape = .empty
             if !isKnownUniquelyReferenced(&box) { box = Boxed(box.value) }
-            box.value.nodes[rev]?.object = nil
-            box.value.nodes[rev]?.pack = nil
+            box.value.dropBody(rev)
             shape = .many(box)
         }
     }
@@ -324,7 +343,7 @@ public struct RevisionTree: Sendable {
         var cursor: RevisionID? = rev
         while let r = cursor, out.count < limit {
             out.append(r)
-            cursor = node(r)?.parent
+            cursor = parent(of: r)
         }
         return out
     }
@@ -334,7 +353,7 @@ public struct RevisionTree: Sendable {
         var seen: Set<RevisionID> = [rev]
         var stack = [rev]
         while let r = stack.popLast() {
-            for p in [node(r)?.parent, mergeParents[r]] {
+            for p in [parent(of: r), mergeParents[r]] {
                 if let p, seen.insert(p).inserted { stack.append(p) }
             }
         }
@@ -367,7 +386,7 @@ public struct RevisionTree: Sendable {
                 edits.insert(r)
                 continue
             }
-            for p in [node(r)?.parent, mergeParents[r]] {
+            for p in [parent(of: r), mergeParents[r]] {
                 if let p, seen.insert(p).inserted { stack.append(p) }
             }
         }
@@ -384,7 +403,7 @@ public struct RevisionTree: Sendable {
             result.append(r)
             var stack = [r]
             while let x = stack.popLast() {
-                for p in [node(x)?.parent, mergeParents[x]] {
+                for p in [parent(of: x), mergeParents[x]] {
                     if let p, covered.insert(p).inserted { stack.append(p) }
                 }
             }
@@ -402,7 +421,7 @@ public struct RevisionTree: Sendable {
                 if let known = depth[r], known <= d { break }
                 depth[r] = d
                 d += 1
-                cursor = node(r)?.parent
+                cursor = parent(of: r)
             }
         }
         return depth
@@ -413,7 +432,11 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: return []
         case .one(let n): return [n.value.node]
-        case .many(let b): return Array(b.value.nodes.values)
+        case .many(let b):
+            var all: [RevisionNode] = []
+            all.reserveCapacity(b.value.count)
+            b.value.forEachNode { all.append($0) }
+            return all
         }
     }
 }
@@ -434,76 +457,4 @@ public struct RevisionNodes: Sendable {
 private final class Boxed<Value>: @unchecked Sendable {
     var value: Value
     init(_ value: Value) { self.value = value }
-}
-
-/// A tree with more than one revision: nodes by revision, with the sets that keep finding
-/// leaves and the winner cheap.
-private struct Branches: Sendable {
-    var nodes: [RevisionID: RevisionNode] = [:]
-    /// Revisions that are some node's parent.
-    var parents: Set<RevisionID> = []
-    /// Revisions with no children.
-    var leaves: Set<RevisionID> = []
-    /// The winning leaf.
-    var currentRev: RevisionID?
-    /// Second parents of merges, by merge.
-    var mergeParents: [RevisionID: RevisionID] = [:]
-    /// The node with the highest sequence.
-    var newest: RevisionID?
-
-    /// The branches of a one-revision tree.
-    init(_ only: RevisionNode) {
-        nodes[only.rev] = only
-        if let p = only.parent { parents.insert(p) }
-        leaves.insert(only.rev)
-        currentRev = only.rev
-        if only.seq != 0 { newest = only.rev }
-    }
-
-    /// Keeps `newest` when `node` is stored.
-    private mutating func noteSequence(_ node: RevisionNode) {
-        guard node.seq != 0 else { return }
-        if let n = newest, let known = nodes[n], known.seq >= node.seq { return }
-        newest = node.rev
-    }
-
-    var current: RevisionNode? { currentRev.flatMap { nodes[$0] } }
-
-    mutating func insert(_ node: RevisionNode) {
-        if let existing = nodes[node.rev] {
-            if existing.seq == 0 && node.seq != 0 {
-                nodes[node.rev] = node
-                noteSequence(node)
-            }
-            return
-        }
-        nodes[node.rev] = node
-        noteSequence(node)
-        var currentLost = false
-        if let p = node.parent {
-            parents.insert(p)
-            if leaves.remove(p) != nil, p == currentRev { currentLost = true }
-        }
-        guard !parents.contains(node.rev) else {
-            if currentLost { recomputeCurrent() }
-            return
-        }
-        leaves.insert(node.rev)
-        // Only a lost current leaf needs a full pass; otherwise the newcomer either wins or not.
-        if currentLost || currentRev == nil {
-            recomputeCurrent()
-        } else if let cur = current, WinnerRule.beats((node.rev, node.deleted), (cur.rev, cur.deleted)) {
-            currentRev = node.rev
-        }
-    }
-
-    private mutating func recomputeCurrent() {
-        var best: RevisionNode?
-        for rev in leaves {
-            guard let n = nodes[rev] else { continue }
-            if let b = best, !WinnerRule.beats((n.rev, n.deleted), (b.rev, b.deleted)) { continue }
-            best = n
-        }
-        currentRev = best?.rev
-    }
 }

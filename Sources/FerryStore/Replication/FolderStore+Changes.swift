@@ -39,18 +39,19 @@ extension FolderStore {
     /// every revision it will announce at once.
     public func changesPage(since: Int, through: Int, limit: Int, docIDs: Set<DocumentID>? = nil) -> (revisions: [RecordedRevision], next: Int?) {
         var page: [RecordedRevision] = []
-        for (e, node) in recorded(since: since, docIDs: docIDs) {
+        for e in recorded(since: since, docIDs: docIDs) {
             if e.seq > through { break }
             // A damaged log can repeat a sequence: a page never cuts one in two (the next page
             // starts after it), so it ends only where the sequence changes.
             if page.count >= limit, let last = page.last?.seq, e.seq != last { return (page, last) }
-            page.append(Self.recordedRevision(e, node))
+            page.append(Self.recordedRevision(e))
         }
         return (page, nil)
     }
 
-    private static func recordedRevision(_ e: DocumentIndex.FeedEntry, _ node: RevisionNode) -> RecordedRevision {
-        RecordedRevision(seq: e.seq, doc: e.doc, rev: node.rev, deleted: node.deleted, size: node.size,
+    private static func recordedRevision(_ e: FeedRevision) -> RecordedRevision {
+        let node = e.node
+        return RecordedRevision(seq: e.seq, doc: e.doc, rev: node.rev, deleted: node.deleted, size: node.size,
                          origin: node.origin, object: node.object, author: node.author, pack: node.pack)
     }
 
@@ -63,14 +64,22 @@ extension FolderStore {
 
     /// The feed's entries after `since` (of `docIDs` only, if given) with their nodes, lazily:
     /// what `changes` lists and `changeCount` counts.
-    private func recorded(since: Int, docIDs: Set<DocumentID>?) -> some Sequence<(DocumentIndex.FeedEntry, RevisionNode)> {
+    private func recorded(since: Int, docIDs: Set<DocumentID>?) -> some Sequence<FeedRevision> {
         index.buildFeed()
         let index = self.index
         let lookup = SequenceLookup(index: index)
         return index.feed(after: since).lazy.compactMap { e in
-            if let docIDs, !docIDs.contains(e.doc) { return nil }
-            return lookup.node(e).map { (e, $0) }
+            let doc = index.document(of: e)
+            if let docIDs, !docIDs.contains(doc) { return nil }
+            return lookup.node(e).map { FeedRevision(seq: e.seq, doc: doc, node: $0) }
         }
+    }
+
+    /// A feed entry with its document and its node.
+    private struct FeedRevision {
+        let seq: Int
+        let doc: DocumentID
+        let node: RevisionNode
     }
 
     /// What to answer a peer announcing `rev` of `doc`: nil when it is already here (not
@@ -98,9 +107,7 @@ extension FolderStore {
     }
 }
 
-/// Finds the feed's revisions in their trees during one walk of the feed: by id where the
-/// index kept it (`DocumentIndex.feedRevisions`), else by sequence (a document's first
-/// revision: its tree's only node when it was recorded).
+/// Finds the feed's revisions in their trees, by sequence, during one walk of the feed.
 final class SequenceLookup {
     private let index: DocumentIndex
     /// A damaged log can give one document two lines of one sequence (the feed then lists the
@@ -109,7 +116,7 @@ final class SequenceLookup {
     private var asked: [Pair: Int] = [:]
 
     private struct Pair: Hashable {
-        let doc: DocumentID
+        let position: Int32
         let seq: Int
     }
 
@@ -121,15 +128,11 @@ final class SequenceLookup {
 
     /// The node of the revision the feed entry `e` names.
     func node(_ e: DocumentIndex.FeedEntry) -> RevisionNode? {
-        guard let tree = index[e.doc] else { return nil }
-        if !repeatsPossible {
-            if let rev = index.feedRevisions[e.seq], let node = tree.nodes[rev], node.seq == e.seq { return node }
-            return tree.node(seq: e.seq)
-        }
-        var candidates: [RevisionNode] = []
-        tree.forEachNode { if $0.seq == e.seq { candidates.append($0) } }
+        let tree = index.tree(of: e)
+        guard repeatsPossible else { return tree.node(seq: e.seq) }
+        let candidates = tree.nodes(seq: e.seq)
         guard candidates.count > 1 else { return candidates.first }
-        let pair = Pair(doc: e.doc, seq: e.seq)
+        let pair = Pair(position: e.position, seq: e.seq)
         let turn = asked[pair, default: 0]
         asked[pair] = turn + 1
         return candidates.sorted { $0.rev < $1.rev }[turn % candidates.count]
