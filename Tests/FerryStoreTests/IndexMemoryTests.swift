@@ -112,6 +112,13 @@ import FerryTesting
                 upgraded.insertHistory([a1])
                 for n in done { upgraded.insert(n) }
                 #expect(describe(upgraded) == expected, "history first, order \(done.map(\.origin))")
+                // A branch known first as history only: its deletion then comes with its log
+                // line (the winner changes), and a cut history's oldest node gets its parent.
+                var branchFirst = RevisionTree()
+                branchFirst.insertHistory([b4, b3])
+                branchFirst.insertHistory([a3])
+                for n in done { branchFirst.insert(n) }
+                #expect(describe(branchFirst) == expected, "branch first, order \(done.map(\.origin))")
                 orders += 1
                 return
             }

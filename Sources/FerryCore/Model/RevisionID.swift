@@ -25,12 +25,16 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         let utf8 = text.utf8
         guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")),
               utf8[utf8.startIndex..<dash].allSatisfy({ (0x30...0x39).contains($0) }),  // no sign, no spaces: "+1" is not a generation
-              let gen = Int(Substring(text[..<dash])), gen >= 1, gen < 1 << 40
+              let gen = Int(Substring(text[..<dash])), gen >= 1, gen < Self.generationLimit
         else { throw InvalidError(text: text) }
         guard let packed = PackedHex(text[text.index(after: dash)...].utf8) else { throw InvalidError(text: text) }
         self.generation = gen
         self.packed = packed
     }
+
+    /// Generations stay below this (40 bits: an index packs them so): an id read from text
+    /// beyond it is invalid, and a store refuses to record a revision beyond it.
+    public static let generationLimit = 1 << 40
 
     /// The highest generation a peer's revision may have: far below what an id can hold
     /// (2^40 − 1), so that local edits and merges on top of it always make ids ferry reads back.

@@ -317,6 +317,11 @@ public final class FolderStore {
     /// Appends entries to the log (durably, or into the open batch) and applies them to the index.
     func commit(_ entries: [LogEntry]) throws(StoreError) {
         precondition(isWritable, "folder opened read-only")
+        // A log line must read back: an edit on top of a hand-edited log's last generation
+        // would name one beyond what an id may hold.
+        if let e = entries.first(where: { $0.rev.generation >= RevisionID.generationLimit }) {
+            throw StoreError(.invalidInput, "\(e.doc): its history is \(e.rev.generation - 1) revisions long, the most a document may have; nothing was recorded")
+        }
         // A body packed for these entries, or one an earlier revision of the document has in a
         // pack (a merge that keeps one side's body): their lines say where (`BodyPacks`).
         let entries = entries.map { e in

@@ -2,9 +2,9 @@ import FerryCore
 
 /// A tree with more than one revision: its nodes packed in one array in the order they came,
 /// two arrays of their positions sorted by revision id and by sequence to find them, and links
-/// by position. What a revision beyond a document's first costs (docs/performance.md): a
-/// dictionary of `RevisionNode`s by id, with a set of parents beside it, kept ~500 bytes per
-/// revision in slots and empty slots.
+/// by position: ~140 bytes per revision beyond a document's first with its feed entry, where a
+/// dictionary of `RevisionNode`s by id with a set of parents beside it took 535
+/// (docs/performance.md).
 struct Branches: Sendable {
     /// The nodes, in the order they were inserted (a node's position never changes).
     private var stored: [PackedNode] = []
@@ -47,7 +47,8 @@ struct Branches: Sendable {
     /// The node of `rev`, when known.
     func node(_ rev: RevisionID) -> RevisionNode? { position(of: rev).map(node(at:)) }
 
-    /// The parent of `rev`, when both are known (a walk down a history, without the node).
+    /// The parent of `rev` when `rev` is known, whether or not the parent is (a walk down a
+    /// history, without making the node).
     func parent(of rev: RevisionID) -> RevisionID? {
         guard let p = position(of: rev) else { return nil }
         return parentID(at: p)
@@ -79,6 +80,16 @@ struct Branches: Sendable {
 
     /// The nodes of the leaves, in no particular order.
     var leafNodes: [RevisionNode] { leaves.map(node(at:)) }
+
+    /// True when more than one leaf is live.
+    var hasTwoLiveLeaves: Bool {
+        var live = 0
+        for p in leaves where !stored[Int(p)].deleted {
+            live += 1
+            if live > 1 { return true }
+        }
+        return false
+    }
 
     /// What its arrays hold, in bytes (their capacity: what the heap gives them), beside the
     /// box, the leaves' set and the few ids of cut histories and merges.
@@ -159,7 +170,7 @@ struct Branches: Sendable {
         let seq = stored[Int(p)].seq
         guard seq != 0 else { return }
         // After its equals: the order in which a damaged log repeated a sequence.
-        bySeq.insertGrowingGently(p, at: firstSeqSlot(notBelow: seq + 1))
+        bySeq.insertGrowingGently(p, at: firstSlot(of: bySeq) { $0.seq <= seq })
         if newestPosition < 0 || stored[Int(newestPosition)].seq < seq { newestPosition = p }
     }
 
@@ -237,9 +248,8 @@ private struct PackedNode {
     /// `node`'s fields, without a parent yet.
     init(_ node: RevisionNode) {
         let generation = UInt64(node.rev.generation)
-        // Ids parsed from text have generations below 2^40, and those ferry makes stay below
-        // `RevisionID.maxReceivedGeneration` plus the edits made here.
-        precondition(generation < 1 << 40, "a revision's generation takes 40 bits")
+        // Ids read from text are checked against it, and a store records none beyond it.
+        precondition(node.rev.generation < RevisionID.generationLimit, "a revision's generation takes 40 bits")
         digest = node.rev.packed
         flags = node.deleted ? Self.deletedFlag : 0
         generationHigh = UInt8(truncatingIfNeeded: generation >> 32)

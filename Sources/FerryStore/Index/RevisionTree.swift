@@ -218,7 +218,7 @@ public struct RevisionTree: Sendable {
     /// True when more than one leaf is live: a conflict to resolve.
     public var hasConflict: Bool {
         guard case .many(let box) = shape else { return false }
-        return box.value.leafNodes.lazy.filter { !$0.deleted }.dropFirst().first != nil
+        return box.value.hasTwoLiveLeaves
     }
 
     /// Leaves that are not deletions, best first.
