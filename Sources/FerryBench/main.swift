@@ -59,6 +59,19 @@ func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) 
 /// previous one's writes: ferry's `syncfs` and rsync's fsyncs would otherwise flush them.
 func settle() throws {
     _ = try measure("/bin/sync", [])
+    dropFerryFromPageCache()
+}
+
+/// Drops the pages of the ferry binary that no process maps from the page cache, so that the
+/// next ferry reads its code as an installed binary does. Peak RSS counts the code's pages a
+/// process maps, and a binary just written by the linker sits in the cache in large folios
+/// that a fault maps whole: the same code measured 5 MiB more resident that way than read
+/// back from disk (see docs/performance.md).
+func dropFerryFromPageCache() {
+    let fd = open(ferry, O_RDONLY)
+    guard fd >= 0 else { return }
+    _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED))
+    close(fd)
 }
 
 /// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures.
@@ -223,6 +236,7 @@ final class AgentChild {
     var lastLine = Data()
 
     init(folder: String, arguments: [String] = ["--no-listen"]) throws {
+        dropFerryFromPageCache()
         process.executableURL = URL(fileURLWithPath: ferry)
         process.arguments = ["serve", "-C", folder] + arguments
         process.standardError = pipe

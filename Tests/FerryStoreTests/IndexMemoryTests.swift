@@ -10,11 +10,11 @@ import FerryTesting
         // A tree is one word in the index: its node or its branches are in a box.
         #expect(MemoryLayout<RevisionTree>.size == 8)
         // A document with one revision: its node without a parent.
-        #expect(RevisionTree.soleNodeBytes <= 112)
+        #expect(RevisionTree.soleNodeBytes <= 104)
         // A node of a longer history: the small fields fill the ids' alignment gaps.
         #expect(MemoryLayout<RevisionNode>.size <= 160)
         // And as a tree of many keeps it: packed, linked to its parent by position.
-        #expect(Branches.nodeBytes == 112)
+        #expect(Branches.nodeBytes == 108)
         // The change feed names a revision by sequence and its document's position only.
         #expect(MemoryLayout<DocumentIndex.FeedEntry>.stride == 16)
     }
@@ -56,6 +56,20 @@ import FerryTesting
         #expect(Array(b.author!.utf8) == Array(nfd.utf8))
         let c = RevisionNode(rev: rev, parent: nil, deleted: true, object: nil, size: 0, seq: 3, origin: "local")
         #expect(c.author == nil)
+    }
+
+    /// A body of a terabyte or more (whose size a packed node does not hold) keeps its size,
+    /// alone in its tree and in a history.
+    @Test func aSizeBeyondWhatANodePacksIsKept() {
+        let huge = PackedRevision.sizeLimit + 5
+        let body = BlobDigest.of(Array("big".utf8))
+        let r1 = RevisionID.compute(parent: nil, deleted: false, body: body)
+        var tree = RevisionTree()
+        tree.insert(RevisionNode(rev: r1, parent: nil, deleted: false, object: body, size: huge, seq: 1, origin: "local"))
+        #expect(tree.nodeCount == 1 && tree.current?.size == huge && tree.current?.object == body)
+        let r2 = RevisionID.compute(parent: r1, deleted: false, body: body)
+        tree.insert(RevisionNode(rev: r2, parent: r1, deleted: false, object: body, size: 7, seq: 2, origin: "local"))
+        #expect(tree.nodes[r1]?.size == huge && tree.current?.size == 7 && tree.node(seq: 1)?.size == huge)
     }
 
     /// A tree of one revision and the same tree once it grows answer alike.

@@ -51,18 +51,26 @@ extension PeerSession {
     }
 
     /// Fetches a blob a window at a time, verifying its digest as the bytes arrive; the store's
-    /// next batch of received revisions installs it.
+    /// next batch of received revisions installs it. Two windows are in flight: the next is
+    /// asked as soon as this one's answer says it is full, so the peer streams on while this
+    /// side hashes and writes (waiting for a window to drain before asking the next left the
+    /// peer idle once per window). For Couchbase Lite the answer comes once the whole blob is
+    /// in, so the next window is served from what arrived.
     func fetchBlob(_ digest: BlobDigest) async throws {
         let writer = try objects.beginWrite(expected: digest)
         var complete = false
         defer { if !complete { writer.abandon() } }
+        var asked = 0
+        var window = try await send(.getAttachment(digest: digest, offset: 0, length: Self.blobWindow))
         while true {
-            let outgoing = try await send(.getAttachment(digest: digest, offset: writer.count, length: Self.blobWindow))
-            let answer = try await response(outgoing.answer, to: "getAttachment")
-            guard case .attachment(let length) = answer, let parts = outgoing.blob else {
+            let answer = try await response(window.answer, to: "getAttachment")
+            guard case .attachment(let length) = answer, let parts = window.blob else {
                 throw ReplicationError("the peer has no blob \(digest)")
             }
             guard length <= Self.blobWindow else { throw ReplicationError("the peer sent more of \(digest) than asked", kind: .permanent) }
+            asked += length
+            // A full window may not be the last (a blob of whole windows ends with an empty one).
+            let next = length == Self.blobWindow ? try await send(.getAttachment(digest: digest, offset: asked, length: Self.blobWindow)) : nil
             var received = 0
             var last = false
             for await part in parts {
@@ -72,7 +80,8 @@ extension PeerSession {
                 if part.isLast { last = true; break }
             }
             guard last, received == length else { throw ReplicationError("\(endReason) while receiving \(digest)") }
-            if length < Self.blobWindow { break }
+            guard let next else { break }
+            window = next
         }
         try shared.keepFetched(writer)  // made durable with the batch that stores its revision
         complete = true

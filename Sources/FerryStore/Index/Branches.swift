@@ -1,13 +1,18 @@
 import FerryCore
 
-/// A tree with more than one revision: its nodes packed in one array in the order they came,
-/// two arrays of their positions sorted by revision id and by sequence to find them, and links
-/// by position: ~140 bytes per revision beyond a document's first with its feed entry, where a
+/// A tree with more than one revision: its nodes packed in one array in the order they came
+/// (`PackedRevision`), their parents' positions beside them, two arrays of their positions
+/// sorted by revision id and by sequence to find them: ~130 bytes per revision beyond a document's first with its feed entry, where a
 /// dictionary of `RevisionNode`s by id with a set of parents beside it took 535
 /// (docs/performance.md).
 struct Branches: Sendable {
     /// The nodes, in the order they were inserted (a node's position never changes).
-    private var stored: [PackedNode] = []
+    private var stored: [PackedRevision] = []
+    /// Each node's parent by position (the same index as `stored`), or `noParent` or
+    /// `absentParent`.
+    private var parentLinks: [Int32] = []
+    /// Sizes that `PackedRevision` does not hold (a body of a terabyte or more), by position.
+    private var largeSizes: [Int32: Int] = [:]
     /// Positions in `stored`, sorted by revision id.
     private var byRev: [Int32] = []
     /// Positions of the nodes with a log line, sorted by sequence (a damaged log's repeated
@@ -35,8 +40,13 @@ struct Branches: Sendable {
     /// The number of nodes.
     var count: Int { stored.count }
 
-    /// Bytes of one node, for the test that keeps it small.
-    static var nodeBytes: Int { MemoryLayout<PackedNode>.stride }
+    /// Bytes of one node with its parent's position, for the test that keeps it small.
+    static var nodeBytes: Int { MemoryLayout<PackedRevision>.stride + MemoryLayout<Int32>.stride }
+
+    /// `parentLinks` of a node without a parent.
+    private static let noParent: Int32 = -1
+    /// `parentLinks` of a node whose parent is not in the tree (`absentParents`).
+    private static let absentParent: Int32 = -2
 
     /// The winning leaf's node.
     var current: RevisionNode? { currentPosition < 0 ? nil : node(at: currentPosition) }
@@ -94,7 +104,8 @@ struct Branches: Sendable {
     /// What its arrays hold, in bytes (their capacity: what the heap gives them), beside the
     /// box, the leaves' set and the few ids of cut histories and merges.
     var bytesHeld: Int {
-        stored.capacity * MemoryLayout<PackedNode>.stride + (byRev.capacity + bySeq.capacity) * MemoryLayout<Int32>.stride
+        stored.capacity * MemoryLayout<PackedRevision>.stride
+            + (parentLinks.capacity + byRev.capacity + bySeq.capacity) * MemoryLayout<Int32>.stride
     }
 
     /// Adds a revision; a node already present is only upgraded (a history-only node gets its
@@ -105,7 +116,9 @@ struct Branches: Sendable {
             return
         }
         let p = Int32(stored.count)
-        stored.appendGrowingGently(PackedNode(node))
+        stored.appendGrowingGently(PackedRevision(node))
+        parentLinks.appendGrowingGently(Self.noParent)
+        if !PackedRevision.fits(size: node.size) { largeSizes[p] = node.size }
         byRev.insertGrowingGently(p, at: firstRevSlot(notBelow: node.rev))
         noteSequence(of: p)
         var currentLost = false
@@ -113,7 +126,7 @@ struct Branches: Sendable {
         // Children that came before it: it is their parent, so it is not a leaf.
         if let children = waitingChildren.removeValue(forKey: node.rev) {
             for child in children {
-                stored[Int(child)].parent = p
+                parentLinks[Int(child)] = p
                 absentParents[child] = nil
             }
             if currentLost { recomputeCurrent() }
@@ -144,24 +157,23 @@ struct Branches: Sendable {
         guard parent != stored[Int(p)].rev else { return false }
         guard let q = position(of: parent) else {
             // Not here (yet): remembered by id, and linked when it comes.
-            stored[Int(p)].parent = PackedNode.absent
+            parentLinks[Int(p)] = Self.absentParent
             absentParents[p] = parent
             waitingChildren[parent, default: []].append(p)
             return false
         }
-        stored[Int(p)].parent = q
+        parentLinks[Int(p)] = q
         return leaves.remove(q) != nil && q == currentPosition
     }
 
     /// A node that was history only gets its log line, its body and its parent if it had none.
     private mutating func upgrade(_ p: Int32, to node: RevisionNode) {
         guard stored[Int(p)].seq == 0, node.seq != 0 else { return }
-        var packed = PackedNode(node)
-        packed.parent = stored[Int(p)].parent
-        stored[Int(p)] = packed
+        stored[Int(p)] = PackedRevision(node)
+        largeSizes[p] = PackedRevision.fits(size: node.size) ? nil : node.size
         noteSequence(of: p)
         var currentLost = false
-        if packed.parent == PackedNode.none, let parent = node.parent { currentLost = link(p, to: parent) }
+        if parentLinks[Int(p)] == Self.noParent, let parent = node.parent { currentLost = link(p, to: parent) }
         if currentLost || leaves.contains(p) { recomputeCurrent() }
     }
 
@@ -187,7 +199,7 @@ struct Branches: Sendable {
     private func firstSeqSlot(notBelow seq: Int) -> Int { firstSlot(of: bySeq) { $0.seq < seq } }
 
     /// A binary search of positions sorted so that `isBelow` holds for a prefix of their nodes.
-    private func firstSlot(of positions: [Int32], where isBelow: (PackedNode) -> Bool) -> Int {
+    private func firstSlot(of positions: [Int32], where isBelow: (PackedRevision) -> Bool) -> Int {
         var low = 0, high = positions.count
         while low < high {
             let mid = (low + high) / 2
@@ -197,15 +209,13 @@ struct Branches: Sendable {
     }
 
     private func parentID(at p: Int32) -> RevisionID? {
-        let link = stored[Int(p)].parent
+        let link = parentLinks[Int(p)]
         if link >= 0 { return stored[Int(link)].rev }
-        return link == PackedNode.absent ? absentParents[p] : nil
+        return link == Self.absentParent ? absentParents[p] : nil
     }
 
     private func node(at p: Int32) -> RevisionNode {
-        let n = stored[Int(p)]
-        return RevisionNode(rev: n.rev, parent: parentID(at: p), deleted: n.deleted, object: n.object, size: n.size, seq: n.seq,
-                            originName: n.originName, authorName: n.authorName, packWord: n.packWord)
+        stored[Int(p)].node(parent: parentID(at: p), size: largeSizes.isEmpty ? nil : largeSizes[p])
     }
 
     private func beats(_ a: Int32, _ b: Int32) -> Bool {
@@ -218,70 +228,6 @@ struct Branches: Sendable {
         for p in leaves where best < 0 || beats(p, best) { best = p }
         currentPosition = best
     }
-}
-
-/// A node of a tree of many revisions in 112 bytes (a `RevisionNode` is 160): the ids'
-/// digests packed, the generation in 40 bits, the parent as a position, two flags in a byte;
-/// in this order so that the small fields fill the digests' alignment gaps.
-private struct PackedNode {
-    /// `parent` of a node without one.
-    static let none: Int32 = -1
-    /// `parent` of a node whose parent is not in the tree (`Branches.absentParents`).
-    static let absent: Int32 = -2
-
-    private var digest: PackedHex
-    private var flags: UInt8
-    private var generationHigh: UInt8
-    var originName: NameTable.Name
-    /// The body's digest, meaningful when `flags` says there is one.
-    private var objectDigest: PackedHex
-    var authorName: NameTable.Name
-    private var generationLow: UInt32
-    /// The parent's position in `Branches.stored`, or `none` or `absent`.
-    var parent: Int32
-    var size: Int
-    var seq: Int
-    var packWord: UInt64
-
-    private static let deletedFlag: UInt8 = 1, objectFlag: UInt8 = 2
-
-    /// `node`'s fields, without a parent yet.
-    init(_ node: RevisionNode) {
-        let generation = UInt64(node.rev.generation)
-        // Ids read from text are checked against it, and a store records none beyond it.
-        precondition(node.rev.generation < RevisionID.generationLimit, "a revision's generation takes 40 bits")
-        digest = node.rev.packed
-        flags = node.deleted ? Self.deletedFlag : 0
-        generationHigh = UInt8(truncatingIfNeeded: generation >> 32)
-        originName = node.originName
-        objectDigest = node.object?.packed ?? node.rev.packed
-        authorName = node.authorName
-        generationLow = UInt32(truncatingIfNeeded: generation)
-        parent = Self.none
-        size = node.size
-        seq = node.seq
-        packWord = node.packWord
-        self.object = node.object
-    }
-
-    var rev: RevisionID {
-        RevisionID(generation: Int(generationHigh) << 32 | Int(generationLow), packed: digest)
-    }
-
-    var deleted: Bool { flags & Self.deletedFlag != 0 }
-
-    var object: BlobDigest? {
-        get { flags & Self.objectFlag != 0 ? BlobDigest(packed: objectDigest) : nil }
-        set {
-            if let newValue {
-                objectDigest = newValue.packed
-                flags |= Self.objectFlag
-            } else {
-                flags &= ~Self.objectFlag
-            }
-        }
-    }
-
 }
 
 extension Array {

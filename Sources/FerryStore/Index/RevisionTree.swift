@@ -75,54 +75,20 @@ public struct RevisionNode: Sendable, Equatable {
     public var hasBody: Bool { object != nil }
 }
 
-/// The node of a tree of one revision, without a parent: a revision with a parent comes with
-/// its history, so its tree has more than one node. 112 bytes instead of a node's 160: the
-/// tree of nearly every document in a large folder.
-private struct SoleNode {
-    // In memory order, packed as `RevisionNode`'s fields are.
-    let rev: RevisionID
-    var deleted: Bool
-    var originName: NameTable.Name
-    var object: BlobDigest?
-    var authorName: NameTable.Name
-    var size: Int
-    var seq: Int
-    var packWord: UInt64
-
-    /// `node` without its parent, when it has none.
-    init?(_ node: RevisionNode) {
-        guard node.parent == nil else { return nil }
-        rev = node.rev
-        deleted = node.deleted
-        originName = node.originName
-        object = node.object
-        authorName = node.authorName
-        size = node.size
-        seq = node.seq
-        packWord = node.packWord
-    }
-
-    /// The node it stands for.
-    var node: RevisionNode {
-        RevisionNode(rev: rev, parent: nil, deleted: deleted, object: object, size: size, seq: seq,
-                     originName: originName, authorName: authorName, packWord: packWord)
-    }
-}
-
 /// A document's revision tree, as in CouchDB and Couchbase Lite: leaves are open branches,
 /// and the current revision is the leaf the winner rule picks.
 ///
 /// Most documents have a single revision here (a new document, one received from a peer), so
-/// that case is one node, not three collections (~6 MB less on both sides of a 10,000-document
-/// initial sync). Both shapes live in a box on the heap, so the tree is two words in the
-/// index's dictionary: a dictionary keeps up to twice as many slots as entries, and grows by
+/// that case is one packed node (`PackedRevision`, a parentless one whose size fits), and
+/// a longer history is `Branches`. Both shapes live in a box on the heap, so the tree is one
+/// word in the index: a dictionary keeps up to twice as many slots as entries, and grows by
 /// copying them all, so a node held inline cost its size in every empty slot and twice over
 /// while the dictionary grew (see docs/performance.md). A box is mutated in place when the
 /// tree is its only owner and copied otherwise (`indirect` copied on every insert).
 public struct RevisionTree: Sendable {
     private enum Shape: Sendable {
         case empty
-        case one(Boxed<SoleNode>)
+        case one(Boxed<PackedRevision>)
         case many(Boxed<Branches>)
     }
 
@@ -133,7 +99,12 @@ public struct RevisionTree: Sendable {
 
     /// Bytes of a tree of one revision's node (what the index holds per document of a large
     /// folder, beside the box's header), for the test that keeps it small.
-    static var soleNodeBytes: Int { MemoryLayout<SoleNode>.size }
+    static var soleNodeBytes: Int { MemoryLayout<PackedRevision>.size }
+
+    /// A node without a parent whose size is packed: a tree of it is one box.
+    private static func isSole(_ node: RevisionNode) -> Bool {
+        node.parent == nil && PackedRevision.fits(size: node.size)
+    }
 
     /// Bytes its box holds for its nodes and the arrays that find them (not the box's header,
     /// nor the sets and maps of leaves, merges and cut histories, which do not grow with a
@@ -141,7 +112,7 @@ public struct RevisionTree: Sendable {
     var bytesHeld: Int {
         switch shape {
         case .empty: return 0
-        case .one: return MemoryLayout<SoleNode>.size
+        case .one: return MemoryLayout<PackedRevision>.size
         case .many(let b): return b.value.bytesHeld
         }
     }
@@ -183,7 +154,7 @@ public struct RevisionTree: Sendable {
         switch shape {
         case .empty: return  // a merge is inserted before its second parent is noted
         case .one(let n):
-            var b = Branches(n.value.node)
+            var b = Branches(n.value.node(parent: nil))
             b.mergeParents[rev] = loser
             shape = .many(Boxed(b))
         case .many(var box):
@@ -201,7 +172,7 @@ public struct RevisionTree: Sendable {
     public var leafNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n.value.node]
+        case .one(let n): return [n.value.node(parent: nil)]
         case .many(let b): return b.value.leafNodes
         }
     }
@@ -210,7 +181,7 @@ public struct RevisionTree: Sendable {
     public var current: RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.value.node
+        case .one(let n): return n.value.node(parent: nil)
         case .many(let b): return b.value.current
         }
     }
@@ -223,7 +194,7 @@ public struct RevisionTree: Sendable {
 
     /// Leaves that are not deletions, best first.
     public var liveLeaves: [RevisionNode] {
-        if case .one(let n) = shape { return n.value.deleted ? [] : [n.value.node] }
+        if case .one(let n) = shape { return n.value.deleted ? [] : [n.value.node(parent: nil)] }
         return WinnerRule.ranked(leafNodes.filter { !$0.deleted }) { ($0.rev, $0.deleted) }
     }
 
@@ -231,7 +202,7 @@ public struct RevisionTree: Sendable {
     func node(_ rev: RevisionID) -> RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.value.rev == rev ? n.value.node : nil
+        case .one(let n): return n.value.rev == rev ? n.value.node(parent: nil) : nil
         case .many(let b): return b.value.node(rev)
         }
     }
@@ -252,7 +223,7 @@ public struct RevisionTree: Sendable {
     public func node(seq: Int) -> RevisionNode? {
         switch shape {
         case .empty: return nil
-        case .one(let n): return n.value.seq == seq ? n.value.node : nil
+        case .one(let n): return n.value.seq == seq ? n.value.node(parent: nil) : nil
         case .many(let b): return b.value.node(seq: seq)
         }
     }
@@ -262,7 +233,7 @@ public struct RevisionTree: Sendable {
     public func nodes(seq: Int) -> [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return n.value.seq == seq ? [n.value.node] : []
+        case .one(let n): return n.value.seq == seq ? [n.value.node(parent: nil)] : []
         case .many(let b): return b.value.nodes(seq: seq)
         }
     }
@@ -271,7 +242,7 @@ public struct RevisionTree: Sendable {
     public func forEachNode(_ body: (RevisionNode) -> Void) {
         switch shape {
         case .empty: break
-        case .one(let n): body(n.value.node)
+        case .one(let n): body(n.value.node(parent: nil))
         case .many(let b): b.value.forEachNode(body)
         }
     }
@@ -289,8 +260,8 @@ public struct RevisionTree: Sendable {
     public mutating func insert(_ node: RevisionNode) {
         switch shape {
         case .empty:
-            if let sole = SoleNode(node) {
-                shape = .one(Boxed(sole))
+            if Self.isSole(node) {
+                shape = .one(Boxed(PackedRevision(node)))
             } else {
                 shape = .many(Boxed(Branches(node)))
             }
@@ -300,7 +271,7 @@ public struct RevisionTree: Sendable {
                 if existing.seq == 0 && node.seq != 0 { shape = .empty; insert(node) }
                 return
             }
-            var b = Branches(existing.node)
+            var b = Branches(existing.node(parent: nil))
             b.insert(node)
             shape = .many(Boxed(b))
         case .many(var box):
@@ -431,7 +402,7 @@ public struct RevisionTree: Sendable {
     fileprivate var allNodes: [RevisionNode] {
         switch shape {
         case .empty: return []
-        case .one(let n): return [n.value.node]
+        case .one(let n): return [n.value.node(parent: nil)]
         case .many(let b):
             var all: [RevisionNode] = []
             all.reserveCapacity(b.value.count)

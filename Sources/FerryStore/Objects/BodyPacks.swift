@@ -40,8 +40,10 @@ final class BodyPacks {
     /// batch's intermediate flush) names the same line. Bounded: beyond it a body is packed
     /// again.
     private var recentlyLogged: [BlobDigest: (location: PackLocation, size: Int)] = [:]
+    /// `recentlyLogged`'s keys in the order they came: a ring of `recentLimit` once full,
+    /// whose oldest key (at `recentOldest`) goes when a new one comes.
     private var recentOrder: [BlobDigest] = []
-    private var recentStart = 0
+    private var recentOldest = 0
     /// How many bodies `recentlyLogged` keeps (above a batch's 4,096-entry flushes).
     static let recentLimit = 16_384
 
@@ -192,15 +194,14 @@ final class BodyPacks {
     func logged<S: Sequence>(_ digests: S) where S.Element == BlobDigest {
         for digest in digests {
             guard let place = unlogged.removeValue(forKey: digest) else { continue }
-            if recentlyLogged.updateValue(place, forKey: digest) == nil { recentOrder.append(digest) }
-        }
-        while recentOrder.count - recentStart > Self.recentLimit {
-            recentlyLogged[recentOrder[recentStart]] = nil
-            recentStart += 1
-        }
-        if recentStart > Self.recentLimit {
-            recentOrder.removeFirst(recentStart)
-            recentStart = 0
+            guard recentlyLogged.updateValue(place, forKey: digest) == nil else { continue }
+            if recentOrder.count < Self.recentLimit {
+                recentOrder.append(digest)
+            } else {
+                recentlyLogged[recentOrder[recentOldest]] = nil
+                recentOrder[recentOldest] = digest
+                recentOldest = (recentOldest + 1) % Self.recentLimit
+            }
         }
     }
 
@@ -213,7 +214,7 @@ final class BodyPacks {
         unlogged.removeAll()
         recentlyLogged.removeAll()
         recentOrder.removeAll()
-        recentStart = 0
+        recentOldest = 0
     }
 
     /// The body of `size` bytes at `location`, checked to hash to `digest`.
