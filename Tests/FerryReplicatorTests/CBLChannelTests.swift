@@ -157,6 +157,35 @@ final class BLIPPeer: @unchecked Sendable {
     }
 
     /// What a session's requests become on the wire, and the peer's answers back.
+    /// A blob of whole windows: the session asks one more, empty window to learn it ended,
+    /// which is answered from what arrived (Couchbase Lite is not asked for the blob again).
+    @Test(.timeLimit(.minutes(1))) func aBlobOfWholeWindowsIsFetchedOnce() async throws {
+        let (ours, theirs) = LoopbackTransport.pair()
+        let sha256 = BlobDigest.of(Self.blob), sha1 = CBLBlobDigest.of(Self.blob)
+        let aliases = InMemoryBlobDigestAliases()
+        aliases.record(sha1: sha1, sha256: sha256)
+        let channel = CBLChannel(transport: ours, role: .active, localPeer: "laptop", database: "db", aliases: aliases, remotePeer: "cbl-peer")
+        let peer = BLIPPeer(theirs)
+        let reading = Task { await channel.next() }
+        let window = Self.blob.count / 2
+        let first = channel.send(.getAttachment(digest: sha256, offset: 0, length: window))
+        guard let ask = try await peer.receive() else { Issue.record("no getAttachment"); return }
+        try peer.send(.response(to: ask, body: Self.blob))
+        var bytes: [UInt8] = []
+        for offset in [0, window, 2 * window] {
+            let request = offset == 0 ? first : channel.send(.getAttachment(digest: sha256, offset: offset, length: window))
+            var answer = request.answer.makeAsyncIterator()
+            #expect(await answer.next() == .attachment(length: offset < Self.blob.count ? window : 0), "at \(offset)")
+            for await part in request.blob! { bytes += part.bytes }
+        }
+        #expect(bytes == Self.blob)
+        // The next message Couchbase Lite gets is the next request, not the blob asked again.
+        _ = channel.send(.getCheckpoint(client: "pull:laptop"))
+        let next = try await peer.receive()
+        #expect(next?.profile == "getCheckpoint")
+        reading.cancel()
+    }
+
     @Test func theSessionsRequestsGoOutAsCouchbaseLitesAndAnswersComeBack() async throws {
         let (ours, theirs) = LoopbackTransport.pair()
         let sha256 = BlobDigest.of(Self.blob), sha1 = CBLBlobDigest.of(Self.blob)

@@ -155,7 +155,9 @@ struct CBLChannelState {
                           _ parts: AsyncStream<BlobPart>.Continuation) -> @Sendable () -> Void {
         let start = min(max(0, request.offset), bytes.count)
         let end = request.length.map { start + min($0, bytes.count - start) } ?? bytes.count
-        if end == bytes.count { cache.remove(request.sha256.description) }
+        // The session asks window after window until one is short: a blob of whole windows
+        // ends with an empty one, which must still find the blob here (not fetch it again).
+        if end == bytes.count, request.length.map({ end - start < $0 }) ?? true { cache.remove(request.sha256.description) }
         return {
             answer.yield(.attachment(length: end - start))
             answer.finish()

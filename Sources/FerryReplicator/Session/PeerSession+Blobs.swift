@@ -8,8 +8,9 @@ import Glibc
 
 /// Blobs both ways, a bounded window at a time.
 extension PeerSession {
-    /// Largest range asked per `getAttachment`: the bytes in flight, and so memory, stay
-    /// bounded however large the blob.
+    /// Largest range asked per `getAttachment`: with two windows in flight per fetch, the
+    /// bytes received and not yet written, and so memory, stay within two windows per blob
+    /// fetched at once, however large the blob.
     static let blobWindow = 8 << 20
     /// Most bytes per part of a blob sent.
     static let blobChunkSize = 256 << 10

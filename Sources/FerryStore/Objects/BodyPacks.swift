@@ -196,6 +196,7 @@ final class BodyPacks {
             guard let place = unlogged.removeValue(forKey: digest) else { continue }
             guard recentlyLogged.updateValue(place, forKey: digest) == nil else { continue }
             if recentOrder.count < Self.recentLimit {
+                if recentOrder.isEmpty { recentOrder.reserveCapacity(Self.recentLimit) }
                 recentOrder.append(digest)
             } else {
                 recentlyLogged[recentOrder[recentOldest]] = nil
