@@ -97,6 +97,10 @@ public struct ConflictRecord: Sendable, Equatable, Hashable {
 }
 
 extension LogEntry {
+    /// Sequences stay below this (2^53): the integers `jq`, and any JSON reader that reads
+    /// numbers as doubles, reads exactly. A line beyond it is damaged; a store records none.
+    public static let seqLimit = 1 << 53
+
     /// Why a revision with these parts cannot be a line of the log, or nil. The one rule
     /// every revision meets, whoever made it: the log reader applies it to every line, and a
     /// peer's revision is refused with it before it is acknowledged, so that what was
@@ -253,7 +257,7 @@ extension LogEntry {
     /// Validates raw fields: ids, digests, and that the generation follows the parent.
     init(_ f: RawFields) throws(LogEntryDecodingError) {
         func fail(_ m: String) -> LogEntryDecodingError { LogEntryDecodingError(message: m) }
-        guard let seq = f.seq, seq > 0 else { throw fail("missing or invalid seq") }
+        guard let seq = f.seq, seq > 0, seq < LogEntry.seqLimit else { throw fail("missing or invalid seq") }
         guard let docText = f.doc else { throw fail("missing doc") }
         guard let revText = f.rev else { throw fail("missing rev") }
         guard let deleted = f.deleted else { throw fail("missing deleted") }

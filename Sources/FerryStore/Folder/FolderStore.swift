@@ -322,6 +322,10 @@ public final class FolderStore {
         if let e = entries.first(where: { $0.rev.generation >= RevisionID.generationLimit }) {
             throw StoreError(.invalidInput, "\(e.doc): its history is \(e.rev.generation - 1) revisions long, the most a document may have; nothing was recorded")
         }
+        // A hand-edited log can name a sequence near the limit (or a damaged line any number).
+        if entries.contains(where: { $0.seq >= LogEntry.seqLimit }) {
+            throw StoreError(.invalidInput, "the log's sequences have reached \(LogEntry.seqLimit - 1), the most a log may hold; nothing was recorded")
+        }
         // A body packed for these entries, or one an earlier revision of the document has in a
         // pack (a merge that keeps one side's body): their lines say where (`BodyPacks`).
         let entries = entries.map { e in
@@ -343,7 +347,9 @@ public final class FolderStore {
         for e in entries { index.apply(e) }
     }
 
-    var nextSeq: Int { max(index.lastSeq, seqFloor) + 1 }
+    /// The sequence of the next line; `LogEntry.seqLimit` at most (a damaged line may name any
+    /// number), which `commit` refuses.
+    var nextSeq: Int { min(max(index.lastSeq, seqFloor), LogEntry.seqLimit - 1) + 1 }
 
     /// Where a revision of `doc` already in the index keeps the body `object` in a pack, if one does.
     private func packedLocation(of object: BlobDigest, in doc: DocumentID) -> PackLocation? {
