@@ -144,7 +144,7 @@ extension FolderStore {
             if let pack = e.pack {
                 // A packed body is checked where its log line says it is.
                 report.objectsChecked += 1
-                let place = "\(objects.packs.directory)/\(BodyPacks.path(of: pack.pack, in: "").dropFirst()) at offset \(pack.offset)"
+                let place = "\(BodyPacks.path(of: pack.pack, in: objects.packs.directory)) at offset \(pack.offset)"
                 do {
                     guard let bytes = try objects.packs.line(at: pack, size: e.size) else {
                         report.logProblems.append("\(e.doc)@\(e.rev): \(place) holds no line of \(e.size) bytes")

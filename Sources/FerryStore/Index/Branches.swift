@@ -19,7 +19,7 @@ struct Branches: Sendable {
     /// sequences side by side).
     private var bySeq: [Int32] = []
     /// Positions of the revisions with no children.
-    private(set) var leaves: Set<Int32> = []
+    private var leaves: Set<Int32> = []
     /// The winning leaf's position (-1 before the first insert).
     private var currentPosition: Int32 = -1
     /// The position of the node with the highest sequence (-1 while none has a log line).
@@ -50,9 +50,6 @@ struct Branches: Sendable {
 
     /// The winning leaf's node.
     var current: RevisionNode? { currentPosition < 0 ? nil : node(at: currentPosition) }
-
-    /// The node with the highest sequence.
-    var newest: RevisionNode? { newestPosition < 0 ? nil : node(at: newestPosition) }
 
     /// The node of `rev`, when known.
     func node(_ rev: RevisionID) -> RevisionNode? { position(of: rev).map(node(at:)) }

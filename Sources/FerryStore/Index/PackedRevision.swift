@@ -38,7 +38,7 @@ struct PackedRevision {
         let generation = UInt64(node.rev.generation)
         let size = Self.fits(size: node.size) ? UInt64(node.size) : 0
         digest = node.rev.packed
-        flags = node.deleted ? Self.deletedFlag : 0
+        flags = (node.deleted ? Self.deletedFlag : 0) | (node.object != nil ? Self.objectFlag : 0)
         generationHigh = UInt8(truncatingIfNeeded: generation >> 32)
         sizeHigh = UInt8(truncatingIfNeeded: size >> 32)
         originName = node.originName
@@ -48,7 +48,6 @@ struct PackedRevision {
         sizeLow = UInt32(truncatingIfNeeded: size)
         seq = node.seq
         packWord = node.packWord
-        self.object = node.object
     }
 
     /// The revision.

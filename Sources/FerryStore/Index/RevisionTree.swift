@@ -112,7 +112,7 @@ public struct RevisionTree: Sendable {
     var bytesHeld: Int {
         switch shape {
         case .empty: return 0
-        case .one: return MemoryLayout<PackedRevision>.size
+        case .one: return Self.soleNodeBytes
         case .many(let b): return b.value.bytesHeld
         }
     }
