@@ -38,10 +38,12 @@ public final class PeerConnection: MessageTransport {
     public let since = Date()
     let channel: Channel
     let bridge: WebSocketBridge
+    private let flushes: CoalescedFlush
 
     init(channel: Channel, bridge: WebSocketBridge, wireFormat: WireFormat, user: String? = nil, path: String = "") {
         self.channel = channel
         self.bridge = bridge
+        self.flushes = CoalescedFlush(channel: channel)
         self.wireFormat = wireFormat
         self.user = user
         self.path = path
@@ -56,11 +58,29 @@ public final class PeerConnection: MessageTransport {
     }
 
     /// Queues one WebSocket frame (masked when this end dialed); NIO writes frames in the
-    /// order they were queued.
+    /// order they were queued. Frames queued in a burst (a session answering a batch of
+    /// revisions, a sender streaming them) leave in one flush: one socket write and one TLS
+    /// flush for the burst instead of one per frame, on both ends of the connection.
     public func enqueue(_ message: TransportMessage) -> TransportWrite {
-        let opcode: WebSocketOpcode = if case .text = message { .text } else { .binary }
-        let future = channel.writeAndFlush(bridge.outgoing(opcode, channel.allocator.buffer(bytes: message.bytes)))
-        return TransportWrite { try await future.get() }
+        enqueue([message])[0]
+    }
+
+    /// Queues several frames, in order, written and flushed together.
+    public func enqueue(_ messages: [TransportMessage]) -> [TransportWrite] {
+        let frames = messages.map { message in
+            let opcode: WebSocketOpcode = if case .text = message { .text } else { .binary }
+            return bridge.outgoing(opcode, channel.allocator.buffer(bytes: message.bytes))
+        }
+        let promises = frames.map { _ in channel.eventLoop.makePromise(of: Void.self) }
+        if channel.eventLoop.inEventLoop {
+            flushes.write(frames, promises: promises)
+        } else {
+            channel.eventLoop.execute { [flushes] in flushes.write(frames, promises: promises) }
+        }
+        return promises.map { promise in
+            let future = promise.futureResult
+            return TransportWrite { try await future.get() }
+        }
     }
 
     /// Sends a close frame with `code` and `reason` and waits (bounded by the peer's answer
@@ -87,5 +107,29 @@ public final class PeerConnection: MessageTransport {
     public func waitUntilClosed() async -> CloseReason {
         try? await channel.closeFuture.get()
         return bridge.closeReason ?? CloseReason(code: 1006, reason: "connection dropped")
+    }
+}
+
+/// Writes frames on a channel's event loop and flushes once per burst: the first write after
+/// a flush schedules the next flush behind every task already queued on the loop, so frames
+/// queued together (from any thread, in order) leave in one socket write.
+final class CoalescedFlush: Sendable {
+    private let channel: Channel
+    private let scheduled: NIOLoopBoundBox<Bool>
+
+    init(channel: Channel) {
+        self.channel = channel
+        self.scheduled = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+    }
+
+    /// Writes `frames` now (on the event loop) and makes sure a flush follows.
+    func write(_ frames: [WebSocketFrame], promises: [EventLoopPromise<Void>]) {
+        for (frame, promise) in zip(frames, promises) { channel.write(frame, promise: promise) }
+        guard !scheduled.value else { return }
+        scheduled.value = true
+        channel.eventLoop.execute { [self] in
+            scheduled.value = false
+            channel.flush()
+        }
     }
 }

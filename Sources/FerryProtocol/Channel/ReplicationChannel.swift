@@ -23,6 +23,10 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// Sends a request that gets an answer (and, for `getAttachment`, blob bytes).
     func send(_ request: Request) -> OutgoingRequest
 
+    /// Sends several requests, in order, as `send` does each; a channel that can writes them
+    /// together (a batch of revisions in one socket write).
+    func send(_ requests: [Request]) -> [OutgoingRequest]
+
     /// Sends a request that gets no answer.
     func notify(_ request: Request) -> TransportWrite
 
@@ -53,6 +57,9 @@ public protocol ReplicationChannel: AnyObject, Sendable {
 }
 
 extension ReplicationChannel {
+    /// One `send` per request, for channels that have no cheaper way.
+    public func send(_ requests: [Request]) -> [OutgoingRequest] { requests.map { send($0) } }
+
     /// ferry's own channels re-subscribe.
     public var resubscribes: Bool { true }
 }

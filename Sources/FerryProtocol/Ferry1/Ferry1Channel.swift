@@ -112,24 +112,39 @@ public final class Ferry1Channel: ReplicationChannel {
 
     /// Numbers the request and queues its frame; its answer and chunks are routed by `next()`.
     public func send(_ request: Request) -> OutgoingRequest {
-        let (answer, answerSink) = AsyncStream<Response>.makeStream()
-        var blob: (stream: AsyncStream<BlobPart>, continuation: AsyncStream<BlobPart>.Continuation)?
-        if case .getAttachment = request { blob = AsyncStream<BlobPart>.makeStream() }
-        let written: TransportWrite? = state.withLock { s in
+        send([request])[0]
+    }
+
+    /// Numbers the requests and queues their frames together (one write on the transport).
+    public func send(_ requests: [Request]) -> [OutgoingRequest] {
+        let sinks = requests.map { request in
+            let answer = AsyncStream<Response>.makeStream()
+            let blob: (stream: AsyncStream<BlobPart>, continuation: AsyncStream<BlobPart>.Continuation)? =
+                if case .getAttachment = request { AsyncStream<BlobPart>.makeStream() } else { nil }
+            return (answer: answer, blob: blob)
+        }
+        let written: [TransportWrite]? = state.withLock { s in
             guard !s.ended else { return nil }
-            let frame = s.machine.send(request)
-            guard case let .request(number, _, _) = frame else { return nil }
-            // Registered before the frame is queued: the answer may follow at once.
-            s.answers[number] = answerSink
-            s.blobs[number] = blob?.continuation
-            return enqueue(frame, &s)
+            var messages: [TransportMessage] = []
+            messages.reserveCapacity(requests.count)
+            for (request, sink) in zip(requests, sinks) {
+                let frame = s.machine.send(request)
+                guard case let .request(number, _, _) = frame else { return nil }
+                // Registered before the frame is queued: the answer may follow at once.
+                s.answers[number] = sink.answer.continuation
+                s.blobs[number] = sink.blob?.continuation
+                messages.append(.text(FrameCodec.encode(frame)))
+            }
+            return enqueue(messages, &s)
         }
         guard let written else {
-            answerSink.finish()
-            blob?.continuation.finish()
-            return OutgoingRequest(written: Self.notSent, answer: answer, blob: blob?.stream)
+            for sink in sinks {
+                sink.answer.continuation.finish()
+                sink.blob?.continuation.finish()
+            }
+            return sinks.map { OutgoingRequest(written: Self.notSent, answer: $0.answer.stream, blob: $0.blob?.stream) }
         }
-        return OutgoingRequest(written: written, answer: answer, blob: blob?.stream)
+        return zip(written, sinks).map { OutgoingRequest(written: $0, answer: $1.answer.stream, blob: $1.blob?.stream) }
     }
 
     /// Numbers the request as wanting no answer and queues its frame.
@@ -163,6 +178,12 @@ public final class Ferry1Channel: ReplicationChannel {
     private func enqueue(_ message: TransportMessage, _ s: inout State) -> TransportWrite {
         s.traffic.sent += message.bytes.count
         return transport.enqueue(message)
+    }
+
+    /// Queues messages together and counts their bytes (with the state locked).
+    private func enqueue(_ messages: [TransportMessage], _ s: inout State) -> [TransportWrite] {
+        s.traffic.sent += messages.reduce(0) { $0 + $1.bytes.count }
+        return transport.enqueue(messages)
     }
 
     private static let notSent = TransportWrite { throw ChannelEnded() }

@@ -24,6 +24,9 @@ public protocol MessageTransport: Sendable {
     /// starts off the caller's actor, so two sends from one actor could swap.) Wait on the
     /// result to know it was sent and to keep the bytes in flight bounded.
     func enqueue(_ message: TransportMessage) -> TransportWrite
+    /// Queues several messages, in order, as `enqueue` does each; a transport that can sends
+    /// them in one write (a sender's burst) instead of one write each.
+    func enqueue(_ messages: [TransportMessage]) -> [TransportWrite]
     /// Closes with a code and reason and waits until the connection has ended.
     func close(code: UInt16, reason: String) async
     /// How the connection ended ("1001: listener stopped"); nil while it is open.
@@ -33,6 +36,9 @@ public protocol MessageTransport: Sendable {
 }
 
 extension MessageTransport {
+    /// One `enqueue` per message, for transports that have no cheaper way.
+    public func enqueue(_ messages: [TransportMessage]) -> [TransportWrite] { messages.map { enqueue($0) } }
+
     /// Transports that do not negotiate (in-memory pairs in tests) speak `ferry/1`.
     public var wireFormat: WireFormat { .ferry1 }
 }

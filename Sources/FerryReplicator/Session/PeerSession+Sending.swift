@@ -7,6 +7,9 @@ import Logging
 extension PeerSession {
     /// Most entries per `changes` message this side sends.
     static let changesBatchSize = 500
+    /// Most batches whose revisions are unanswered: the peer stores one while the next
+    /// arrives, and never waits for this side between them.
+    static let batchesUnanswered = 2
     /// Revisions read from the store at once while announcing (see `changesPage`).
     static let changesPageSize = 10 * changesBatchSize
 
@@ -69,31 +72,41 @@ extension PeerSession {
                 $0.revisionsOffered += total
                 $0.sendingChanges = true
             }
-            // Two batches in flight: the next batch is announced as soon as this one's
-            // revisions are on the wire, so the peer's store never waits for the announcement
-            // and for this side's reading of the next bodies.
-            var unanswered: [SentRevision] = []
+            // Batches overlap: the next batch is announced before this one's revisions go out
+            // (the peer answers it while it stores them, so its revisions follow these
+            // without a pause), and this one's go out before the previous one's answers are
+            // in; the answers to the batch before that are awaited first
+            // (`batchesUnanswered`).
             var pageFrom: Int? = from
-            while let since = pageFrom {
-                let (pending, next) = await shared.perform { store in
-                    store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs)
-                }
-                pageFrom = next
-                var start = 0
-                while start < pending.count {
-                    let batch = pending[start..<min(start + Self.changesBatchSize, pending.count)]
+            var page: [RecordedRevision] = [], start = 0
+            var unanswered: [[SentRevision]] = []
+            var current: AnnouncedBatch?
+            repeat {
+                // Announce the next batch of the pass worth announcing (none at its end).
+                var next: AnnouncedBatch?
+                while next == nil, start < page.count || pageFrom != nil {
+                    if start >= page.count, let since = pageFrom {
+                        (page, pageFrom) = await shared.perform { store in
+                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs)
+                        }
+                        start = 0
+                        continue
+                    }
+                    let batch = page[start..<min(start + Self.changesBatchSize, page.count)]
                     start += batch.count
                     let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
                     if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
-                    if !toAnnounce.isEmpty {
-                        update { $0.pushCaughtUp = false }
-                        let sent = try await announceAndSend(Array(toAnnounce))
-                        try await collectAnswers(unanswered)
-                        unanswered = sent
-                    }
+                    guard !toAnnounce.isEmpty else { continue }
+                    update { $0.pushCaughtUp = false }
+                    next = try await announce(Array(toAnnounce))
                 }
-            }
-            try await collectAnswers(unanswered)
+                if let current {
+                    if unanswered.count == Self.batchesUnanswered { try await collectAnswers(unanswered.removeFirst()) }
+                    unanswered.append(try await sendWanted(current))
+                }
+                current = next
+            } while current != nil
+            for sent in unanswered { try await collectAnswers(sent) }
             cursor = max(cursor, passEnd)
             try await notify(.changes([]))
             update { $0.pushCaughtUp = true }
@@ -108,13 +121,19 @@ extension PeerSession {
         throw ReplicationError(endReason)
     }
 
-    /// One `changes` message and the `rev`s the peer asks for, sent without waiting for
-    /// their answers (`collectAnswers` reads them).
-    func announceAndSend(_ batch: [RecordedRevision]) async throws -> [SentRevision] {
+    /// Queues one `changes` message for `batch`; `sendWanted` reads its answer.
+    func announce(_ batch: [RecordedRevision]) async throws -> AnnouncedBatch {
         let entries = batch.map { ChangeEntry(sequence: $0.seq, doc: $0.doc, rev: $0.rev, deleted: $0.deleted, bodySize: $0.size) }
         // The JSON bodies this batch may send are read into memory while the peer answers.
         shared.prefetch(batch.filter { $0.doc.kind == .json })
-        let answer = try await request(.changes(entries))
+        return AnnouncedBatch(batch: batch, answer: try await send(.changes(entries)).answer)
+    }
+
+    /// Sends the `rev`s the peer asked for in its answer to an announced batch, without
+    /// waiting for their answers (`collectAnswers` reads them).
+    func sendWanted(_ announced: AnnouncedBatch) async throws -> [SentRevision] {
+        let batch = announced.batch
+        let answer = try await response(announced.answer, to: "changes")
         if case let .error(status, message) = answer {
             throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)
         }
@@ -134,16 +153,30 @@ extension PeerSession {
             asked.map { doc, rev, known in Self.outgoing(doc, rev, knownByPeer: known, deltas: deltas, store) }
         }
         var waiting: [SentRevision] = []
-        for (i, rev) in revs.enumerated() {
-            guard let rev else {
+        var inFlight = WritesInFlight()
+        var i = 0
+        while i < revs.count {
+            guard let first = revs[i] else {
                 // Compacted or damaged since it was announced: say so instead of stalling.
                 let (doc, r, _) = asked[i]
                 try await notify(.norev(doc: doc, rev: r, sequence: wanted[i].0.seq, status: 410, reason: "body no longer available"))
                 update { $0.revisionsFailed += 1 }
+                i += 1
                 continue
             }
-            waiting.append(SentRevision(revision: rev, answer: try await send(rev.request).answer))
+            // A burst of revisions is queued together and leaves in one socket write.
+            var burst = [first], bytes = first.wireBytes
+            i += 1
+            while i < revs.count, let rev = revs[i], burst.count < WritesInFlight.burstCount, bytes < WritesInFlight.burstBytes {
+                burst.append(rev)
+                bytes += rev.wireBytes
+                i += 1
+            }
+            let outgoing = try queue(burst.map(\.request))
+            waiting += zip(burst, outgoing).map { SentRevision(doc: $0.doc, fullBody: $0.fullBody, answer: $1.answer) }
+            try await inFlight.add(outgoing[outgoing.count - 1].written, bytes: bytes)
         }
+        try await inFlight.finish()
         return waiting
     }
 
@@ -152,9 +185,8 @@ extension PeerSession {
     /// checkpoint does not move past it).
     func collectAnswers(_ waiting: [SentRevision]) async throws {
         var transientFailure: String?
-        for sent in waiting {
-            let rev = sent.revision
-            var response = try await response(sent.answer, to: "rev")
+        for rev in waiting {
+            var response = try await response(rev.answer, to: "rev")
             if case .error(Self.deltaRefusedStatus, let message) = response, let full = rev.fullBody {
                 // The receiver could not use the delta (its base is gone, or it did not
                 // reproduce the revision): send the whole body instead.
@@ -211,9 +243,19 @@ extension PeerSession {
     }
 }
 
-/// A `rev` on the wire and the stream its answer arrives on.
+/// A `changes` message on the wire: the revisions it announced and the stream its answer
+/// arrives on.
+struct AnnouncedBatch {
+    var batch: [RecordedRevision]
+    var answer: AsyncStream<Response>
+}
+
+/// A `rev` on the wire: its document, for a delta the whole-body `rev` to send if the peer
+/// refuses it, and the stream its answer arrives on (not its body: batches of them wait for
+/// their answers).
 struct SentRevision {
-    var revision: OutgoingRevision
+    var doc: DocumentID
+    var fullBody: Request?
     var answer: AsyncStream<Response>
 }
 
@@ -222,4 +264,17 @@ struct OutgoingRevision: Sendable {
     var doc: DocumentID
     var request: Request
     var fullBody: Request?
+
+    /// About how many bytes `request` takes on the wire (its body, or delta, and its history),
+    /// to bound what is queued (`WritesInFlight`).
+    var wireBytes: Int {
+        guard case let .rev(_, _, history, _, body, _, _) = request else { return 256 }
+        let bodyBytes = switch body {
+        case .canonicalJSON(let bytes): bytes.count
+        case .delta(_, let delta): delta.canonicalBytes.count
+        case .json(let value): value.canonicalBytes.count
+        case .deleted, .blob: 0
+        }
+        return 256 + history.count * 48 + bodyBytes
+    }
 }

@@ -174,6 +174,13 @@ public actor PeerSession {
         return outgoing
     }
 
+    /// Queues requests together without waiting for them to be written (`WritesInFlight`
+    /// bounds how many are waiting).
+    func queue(_ requests: [Request]) throws -> [OutgoingRequest] {
+        guard !closed else { throw ReplicationError(endReason) }
+        return channel.send(requests)
+    }
+
     /// Waits for the answer on `stream`.
     func response(_ stream: AsyncStream<Response>, to what: String) async throws -> Response {
         for await response in stream { return response }
