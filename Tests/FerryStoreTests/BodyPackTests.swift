@@ -91,11 +91,18 @@ import Glibc
         let onDisk = Int(try FerryProcess.shell("du -sk --apparent-size \(packs) | cut -f1").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(onDisk * 1024 <= 2 * content + 8192, "\(onDisk) KiB for \(content) bytes")
         #expect(try f.store.objects.allObjects().objects.isEmpty)
+        // Read once before: the store keeps the pack it read from open, and must not read
+        // the rewritten pack's offsets from the removed one.
+        #expect(try f.store.jsonBody(of: try #require(f.store.current(doc)), doc: doc) == ["count": 1_999])
         let report = try f.store.compact(keepDepth: 20)
         #expect(report.revisionsCompacted == 1_979 && report.objectsRemoved == 1_979)
         #expect(try f.store.objects.packs.numbers() == [2])
         let lines = try String(contentsOfFile: BodyPacks.path(of: 2, in: packs), encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 21)
+        #expect(try f.store.jsonBody(of: try #require(f.store.current(doc)), doc: doc) == ["count": 1_999])
+        let nodes = try #require(f.store.index[doc]?.nodes)
+        let oldestKept = try #require(nodes.keys.compactMap { nodes[$0] }.filter { $0.object != nil }.min { $0.seq < $1.seq })
+        #expect(try f.store.jsonBody(of: oldestKept, doc: doc) == ["count": 1_979])
         let reopened = try FolderStore.open(at: f.root, writable: false)
         #expect(try reopened.verify().isClean)
         #expect(try reopened.jsonBody(of: try #require(reopened.current(doc)), doc: doc) == ["count": 1_999])

@@ -8,6 +8,15 @@ import FerryTesting
 /// The receiving side's pipeline: bodies' files written on the file worker as revisions
 /// arrive, then adopted (or removed) by the store's batch.
 @Suite struct ReceivePipelineTests {
+    /// A sender reads ahead the packed lines of a batch as few ranges: neighbours (within
+    /// `prefetchGap`) join, in any order, and distant lines stay apart.
+    @Test func packedLinesAreReadAheadAsMergedRanges() {
+        let gap = SharedStore.prefetchGap
+        let merged = SharedStore.mergedRanges([(3000, 4000), (0, 1000), (1000, 2000), (5000 + gap, 6000 + gap), (3500, 3600)])
+        #expect(merged.map { [$0.start, $0.end] } == [[0, 4000], [5000 + gap, 6000 + gap]])
+        #expect(SharedStore.mergedRanges([]).isEmpty)
+    }
+
     @Test func theFileWorkerRunsJobsInOrderAndWaitsThroughATicket() {
         let worker = FileWorker()
         defer { worker.stop() }

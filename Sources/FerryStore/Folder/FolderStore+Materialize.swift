@@ -103,13 +103,16 @@ extension FolderStore {
                      preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
-        if let why = placementProblem(doc, path: path) {
+        // A caller that found no file a moment ago (`ingestBeforeWriting`) checked where the
+        // document goes and the ignore rules on its way: they are not looked up twice.
+        let looked = lookedJustNow && expecting == nil
+        if !looked, let why = placementProblem(doc, path: path) {
             if heldBack[doc] != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
             heldBack[doc] = why
             return .heldBack(why)
         }
         heldBack[doc] = nil
-        if !(lookedJustNow && expecting == nil) {
+        if !looked {
             guard FileFingerprint.of(path) == expecting else { return .keptLocalEdit }
         }
         let over = fileRevision(doc)
@@ -278,12 +281,18 @@ extension FolderStore {
             ? "\(doc) is ignored here (.ferryignore): a peer's revision is kept in the history, the file is left alone" : nil
     }
 
-    /// The folder's ignore rules, read again only when `.ferryignore` changed.
+    /// The folder's ignore rules, read again only when `.ferryignore` changed. Within a batch
+    /// they are those of its first look: `.ferryignore` is looked at once per batch, not once
+    /// per document.
     func localIgnoreRules() -> IgnoreRules {
+        if objects.batch != nil, let cached = ignoreCache, cached.batchChecked { return cached.rules }
         let fingerprint = FileFingerprint.of(layout.ignoreFile)
-        if let cached = ignoreCache, cached.fingerprint == fingerprint { return cached.rules }
+        if let cached = ignoreCache, cached.fingerprint == fingerprint {
+            ignoreCache?.batchChecked = objects.batch != nil
+            return cached.rules
+        }
         let rules = IgnoreRules.load(root: root)
-        ignoreCache = (fingerprint, rules)
+        ignoreCache = (fingerprint, rules, objects.batch != nil)
         return rules
     }
 

@@ -40,8 +40,9 @@ public final class FolderStore {
     /// list them; each is tried again whenever the document changes or the folder is scanned.
     public internal(set) var heldBack: [DocumentID: String] = [:]
     /// `.ferryignore`'s rules as last read, with the file's fingerprint then (read again when
-    /// it changes): a peer's revision is never written over a path this folder ignores.
-    var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules)?
+    /// it changes) and whether the open batch has looked at it: a peer's revision is never
+    /// written over a path this folder ignores.
+    var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules, batchChecked: Bool)?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
     /// What each large JSON file held when this store last read or wrote it.
@@ -273,6 +274,7 @@ public final class FolderStore {
         batchFlushThreshold = flushEvery
         defer {
             objects.batch = nil
+            ignoreCache?.batchChecked = false
             batchFlushThreshold = nil
             objects.packs.forgetUnlogged()
         }

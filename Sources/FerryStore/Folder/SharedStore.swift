@@ -223,13 +223,12 @@ public actor SharedStore {
         let directory = layout.objectsDirectory, packs = layout.packsDirectory
         fileWorker.submit { _ in
             {
-                var packFiles: [UInt32: Int32] = [:]  // a packed body's line, in its pack's file
-                defer { for fd in packFiles.values where fd >= 0 { close(fd) } }
+                // Packed bodies' lines, by pack: neighbouring lines (a batch's bodies were mostly
+                // appended together) are asked for as one range.
+                var lines: [UInt32: [(start: UInt64, end: UInt64)]] = [:]
                 for body in bodies {
                     if let pack = body.pack {
-                        let fd = packFiles[pack.pack] ?? open(BodyPacks.path(of: pack.pack, in: packs), O_RDONLY | O_CLOEXEC)
-                        packFiles[pack.pack] = fd
-                        if fd >= 0 { _ = posix_fadvise(fd, off_t(pack.offset), off_t(body.size + 1), POSIX_FADV_WILLNEED) }
+                        lines[pack.pack, default: []].append((pack.offset, pack.offset + UInt64(body.size) + 1))
                         continue
                     }
                     let fd = open(ObjectStore.path(for: body.digest, in: directory), O_RDONLY | O_CLOEXEC)
@@ -237,9 +236,34 @@ public actor SharedStore {
                     _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)
                     close(fd)
                 }
+                for (pack, ranges) in lines {
+                    let fd = open(BodyPacks.path(of: pack, in: packs), O_RDONLY | O_CLOEXEC)
+                    guard fd >= 0 else { continue }
+                    defer { close(fd) }
+                    for range in Self.mergedRanges(ranges) {
+                        _ = posix_fadvise(fd, off_t(range.start), off_t(range.end - range.start), POSIX_FADV_WILLNEED)
+                    }
+                }
             }
         }
     }
+
+    /// `ranges` sorted and merged where less than `prefetchGap` bytes apart.
+    static func mergedRanges(_ ranges: [(start: UInt64, end: UInt64)]) -> [(start: UInt64, end: UInt64)] {
+        var merged: [(start: UInt64, end: UInt64)] = []
+        for range in ranges.sorted(by: { $0.start < $1.start }) {
+            if let last = merged.last, range.start <= last.end + prefetchGap {
+                merged[merged.count - 1].end = max(last.end, range.end)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
+
+    /// Packed lines closer than this are read ahead as one range (reading the gap costs less
+    /// than another request).
+    static let prefetchGap: UInt64 = 64 << 10
 
     /// Most received bodies waiting for the file worker; beyond it the receiving session writes
     /// the oldest itself (each holds its canonical bytes until written).

@@ -52,8 +52,19 @@ final class BodyPacks {
         unlogged[digest] ?? recentlyLogged[digest]
     }
 
+    /// The pack last read from, kept open: a sender reads many lines of one pack in a row.
+    /// Closed when that pack is removed or lines are forgotten (`compact`).
+    private var reader: (number: UInt32, fd: Int32)?
+
     init(directory: String) {
         self.directory = directory
+    }
+
+    deinit { closeReader() }
+
+    private func closeReader() {
+        if let reader { close(reader.fd) }
+        reader = nil
     }
 
     /// The path of pack `number`.
@@ -180,6 +191,7 @@ final class BodyPacks {
     /// Drops the pending lines and what they held (a batch or a save that failed). A pack
     /// that was to be started and never written is no longer waited for.
     func abandonPending() {
+        closeReader()
         pending.removeAll()
         unlogged.removeAll()
         unsynced = unsynced.filter { FileSystem.exists(Self.path(of: $0.key, in: directory)) }
@@ -212,6 +224,7 @@ final class BodyPacks {
 
     /// Forgets every location it knows (the lines moved: `compact`).
     func forgetAll() {
+        closeReader()
         unlogged.removeAll()
         recentlyLogged.removeAll()
         recentOrder.removeAll()
@@ -240,12 +253,17 @@ final class BodyPacks {
             guard start + size < pending.count, pending[start + size] == 0x0A else { return nil }
             return Array(pending[start..<(start + size)])
         }
-        let path = Self.path(of: location.pack, in: directory)
         let fd: Int32
-        do { fd = try FileSystem.open(path, O_RDONLY) } catch where error.errno == ENOENT {
-            throw StoreError(.notFound, "pack \(path) is missing")
+        if let reader, reader.number == location.pack {
+            fd = reader.fd
+        } else {
+            closeReader()
+            let path = Self.path(of: location.pack, in: directory)
+            do { fd = try FileSystem.open(path, O_RDONLY) } catch where error.errno == ENOENT {
+                throw StoreError(.notFound, "pack \(path) is missing")
+            }
+            reader = (location.pack, fd)
         }
-        defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: size + 1)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size + 1, off_t(location.offset)) }
         guard n == size + 1, bytes[size] == 0x0A else { return nil }
@@ -262,6 +280,7 @@ final class BodyPacks {
 
     /// Removes pack `number` (`compact`, once no log line names it).
     func remove(_ number: UInt32) throws(StoreError) {
+        if reader?.number == number { closeReader() }
         try FileSystem.unlink(Self.path(of: number, in: directory))
         unsynced[number] = nil
         if current?.number == number { current = nil; looked = false }
