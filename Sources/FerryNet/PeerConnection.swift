@@ -58,14 +58,14 @@ public final class PeerConnection: MessageTransport {
     }
 
     /// Queues one WebSocket frame (masked when this end dialed); NIO writes frames in the
-    /// order they were queued. Frames queued in a burst (a session answering a batch of
-    /// revisions, a sender streaming them) leave in one flush: one socket write and one TLS
-    /// flush for the burst instead of one per frame, on both ends of the connection.
+    /// order they were queued. Frames that reach the event loop before its next flush (a
+    /// session answering a group of revisions one after another) leave together: one socket
+    /// write and one TLS flush instead of one per frame.
     public func enqueue(_ message: TransportMessage) -> TransportWrite {
         enqueue([message])[0]
     }
 
-    /// Queues several frames, in order, written and flushed together.
+    /// Queues several frames, in order, written and flushed together (always one flush).
     public func enqueue(_ messages: [TransportMessage]) -> [TransportWrite] {
         let frames = messages.map { message in
             let opcode: WebSocketOpcode = if case .text = message { .text } else { .binary }

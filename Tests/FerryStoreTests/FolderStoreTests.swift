@@ -83,6 +83,22 @@ import FerryTesting
         #expect(why.contains("not in .ferry/objects"))
     }
 
+    /// A batch looks at `.ferryignore` once per flush, not once per document: a rule the
+    /// user adds during a long batch holds from its next flush on.
+    @Test func aRuleAddedDuringABatchHoldsFromItsNextFlush() throws {
+        let f = try TestFolder()
+        for name in ["a.json", "b.json", "c.json"] { try f.dir.write(name, "{}") }
+        try f.store.batch(flushEvery: 2) {
+            _ = try f.store.ingest(try DocumentID("a.json"))
+            try f.dir.write(".ferryignore", "b.json\nc.json\n")
+            _ = try f.store.ingest(try DocumentID("b.json"))  // may still go by the batch's first look
+            _ = try f.store.ingest(try DocumentID("c.json"))  // after the flush: the new rule
+        }
+        let ids = try ["a.json", "b.json", "c.json"].map { try DocumentID($0) }
+        #expect(f.store.index[ids[0]] != nil)
+        #expect(f.store.index[ids[2]] == nil)
+    }
+
     @Test func scanRecordsFilesSkipsIgnoredAndSymlinksAndFindsDeletions() throws {
         let f = try TestFolder()
         try f.dir.write("a.json", "{}")

@@ -167,14 +167,17 @@ extension PeerSession {
             // A burst of revisions is queued together and leaves in one socket write.
             var burst = [first], bytes = first.wireBytes
             i += 1
-            while i < revs.count, let rev = revs[i], burst.count < WritesInFlight.burstCount, bytes < WritesInFlight.burstBytes {
+            while i < revs.count, let rev = revs[i], burst.count < WritesInFlight.burstCount, bytes + rev.wireBytes <= WritesInFlight.burstBytes {
                 burst.append(rev)
                 bytes += rev.wireBytes
                 i += 1
             }
             let outgoing = try queue(burst.map(\.request))
             waiting += zip(burst, outgoing).map { SentRevision(doc: $0.doc, fullBody: $0.fullBody, answer: $1.answer) }
-            try await inFlight.add(outgoing[outgoing.count - 1].written, bytes: bytes)
+            // Written once all of it is: a channel may finish a later frame first (BLIP pauses
+            // a large message until the peer acknowledges it, and sends the next ones).
+            let writes = outgoing.map(\.written)
+            try await inFlight.add(TransportWrite { for write in writes { try await write.sent() } }, bytes: bytes)
         }
         try await inFlight.finish()
         return waiting

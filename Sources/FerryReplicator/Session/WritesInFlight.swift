@@ -8,7 +8,7 @@ import FerryProtocol
 struct WritesInFlight {
     /// Most revisions in one burst.
     static let burstCount = 64
-    /// Bytes past which a burst is sent (a single larger revision is a burst of its own).
+    /// Most bytes in one burst (a single larger revision is a burst of its own).
     static let burstBytes = 256 << 10
     /// Most bytes (as estimated by the caller) of queued bursts not yet seen written.
     static let maxBytes = 4 << 20
@@ -17,9 +17,9 @@ struct WritesInFlight {
     private var oldest = 0
     private var bytes = 0
 
-    /// Counts a queued burst of about `bytes` bytes in (`write` is the write of its last
-    /// frame), then waits for the oldest bursts while past `maxBytes`. Throws when a write
-    /// failed (the connection ended).
+    /// Counts a queued burst of about `bytes` bytes in (`write` ends once all of its frames
+    /// are written), then waits for the oldest bursts while past `maxBytes`. Throws when a
+    /// write failed (the connection ended).
     mutating func add(_ write: TransportWrite, bytes: Int) async throws {
         bursts.append((write, bytes))
         self.bytes += bytes
@@ -30,10 +30,9 @@ struct WritesInFlight {
         }
     }
 
-    /// Waits until every burst counted in is written. Frames leave in the order they were
-    /// queued, so the newest write's end is everyone's.
+    /// Waits until every burst counted in is written.
     mutating func finish() async throws {
-        if oldest < bursts.count { try await bursts[bursts.count - 1].write.sent() }
+        for burst in bursts[oldest...] { try await burst.write.sent() }
         bursts.removeAll()
         oldest = 0
         bytes = 0

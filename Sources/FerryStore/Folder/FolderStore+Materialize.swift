@@ -282,8 +282,8 @@ extension FolderStore {
     }
 
     /// The folder's ignore rules, read again only when `.ferryignore` changed. Within a batch
-    /// they are those of its first look: `.ferryignore` is looked at once per batch, not once
-    /// per document.
+    /// they are those of the first look since its last flush: `.ferryignore` is looked at
+    /// once per flush (at most `batch`'s `flushEvery` documents), not once per document.
     func localIgnoreRules() -> IgnoreRules {
         if objects.batch != nil, let cached = ignoreCache, cached.batchChecked { return cached.rules }
         let fingerprint = FileFingerprint.of(layout.ignoreFile)

@@ -40,8 +40,8 @@ public final class FolderStore {
     /// list them; each is tried again whenever the document changes or the folder is scanned.
     public internal(set) var heldBack: [DocumentID: String] = [:]
     /// `.ferryignore`'s rules as last read, with the file's fingerprint then (read again when
-    /// it changes) and whether the open batch has looked at it: a peer's revision is never
-    /// written over a path this folder ignores.
+    /// it changes) and whether the open batch has looked at it since its last flush: a peer's
+    /// revision is never written over a path this folder ignored at that look.
     var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules, batchChecked: Bool)?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
@@ -304,6 +304,7 @@ public final class FolderStore {
     var statCacheWaitsForBatch = false
 
     func flushBatch() throws(StoreError) {
+        ignoreCache?.batchChecked = false
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
         objects.packs.logged(pendingEntries.lazy.compactMap(\.object))
