@@ -56,8 +56,12 @@ extension PeerSession {
     /// asked as soon as this one's answer says it is full, so the peer streams on while this
     /// side hashes and writes (waiting for a window to drain before asking the next left the
     /// peer idle once per window). For Couchbase Lite the answer comes once the whole blob is
-    /// in, so the next window is served from what arrived.
+    /// in, so the next window is served from what arrived. At most `RequestBudget.maxFetches`
+    /// fetches run at once: the revisions waiting for their blobs wait for a turn, not with
+    /// bytes the peer already sent.
     func fetchBlob(_ digest: BlobDigest) async throws {
+        await withCheckedContinuation { budget.takeFetchTurn($0) }
+        defer { budget.endFetchTurn() }
         let writer = try objects.beginWrite(expected: digest)
         var complete = false
         defer { if !complete { writer.abandon() } }

@@ -6,7 +6,9 @@
 ///   session stops reading until the store has taken some (it needs nothing from the peer
 ///   to do so, so waiting cannot deadlock);
 /// - blob streams: one at a time per session, so a peer that does not read its chunks holds
-///   at most one chunk here, however many blobs it asks for.
+///   at most one chunk here, however many blobs it asks for;
+/// - blobs this side fetches: at most `maxFetches` at once, however many received revisions
+///   wait for theirs (each fetch's bytes wait in its stream until its task writes them).
 struct RequestBudget {
     /// Most requests of the peer handled at once.
     static let maxRequests = 2_048
@@ -18,6 +20,11 @@ struct RequestBudget {
     private var roomWaiter: CheckedContinuation<Void, Never>?
     private var blobStreaming = false
     private var blobWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Most blobs fetched from the peer at once: enough for the peer always to have the next
+    /// one asked for while this side writes the last.
+    static let maxFetches = 16
+    private var fetching = 0
+    private var fetchWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Counts a request in; false when the peer is past `maxRequests`.
     mutating func admit() -> Bool {
@@ -56,11 +63,29 @@ struct RequestBudget {
         if blobWaiters.isEmpty { blobStreaming = false } else { blobWaiters.removeFirst().resume() }
     }
 
+    /// Takes one of the `maxFetches` fetch turns, or parks `waiter` until one is free.
+    mutating func takeFetchTurn(_ waiter: CheckedContinuation<Void, Never>) {
+        if fetching < Self.maxFetches {
+            fetching += 1
+            waiter.resume()
+        } else {
+            fetchWaiters.append(waiter)
+        }
+    }
+
+    /// Hands a fetch turn to the next waiter, or frees it.
+    mutating func endFetchTurn() {
+        if fetchWaiters.isEmpty { fetching -= 1 } else { fetchWaiters.removeFirst().resume() }
+    }
+
     /// The connection ended: nobody waits any more.
     mutating func releaseAll() {
         roomWaiter.take()?.resume()
         blobStreaming = false
         for w in blobWaiters { w.resume() }
         blobWaiters.removeAll()
+        fetching += fetchWaiters.count  // each resumed waiter ends its turn
+        for w in fetchWaiters { w.resume() }
+        fetchWaiters.removeAll()
     }
 }
