@@ -23,25 +23,14 @@ import FerryTesting
     /// One end of a loopback connection that notes, in a log both ends share, the frames it
     /// sends, before they leave: a frame noted by the receiving side was sent after everything
     /// it had read.
-    final class NotingTransport: MessageTransport, @unchecked Sendable {
-        let inner: LoopbackTransport
-        let side: String
-        let log: FrameLog
-        init(_ inner: LoopbackTransport, side: String, log: FrameLog) {
-            self.inner = inner
-            self.side = side
-            self.log = log
-        }
-        var inbound: TransportInbox { inner.inbound }
-        func enqueue(_ message: TransportMessage) -> TransportWrite {
-            if case .text(let bytes) = message, case .object(let frame)? = try? JSONParser.parse(bytes), case .string(let type)? = frame["type"] {
+    static func noting(_ end: LoopbackTransport, side: String, in log: FrameLog) -> DeltaSyncTests.TamperingTransport {
+        DeltaSyncTests.TamperingTransport(end) { bytes in
+            if case .object(let frame)? = try? JSONParser.parse(bytes), case .string(let type)? = frame["type"] {
                 let number = frame["n"]?.intValue ?? frame["re"]?.intValue ?? 0
                 log.frames.withLock { $0.append((side, type, number)) }
             }
-            return inner.enqueue(message)
+            return bytes
         }
-        func close(code: UInt16, reason: String) async { await inner.close(code: code, reason: reason) }
-        var closeDescription: String? { inner.closeDescription }
     }
 
     @Test func batchesOverlapAndAtMostTwoAreUnanswered() async throws {
@@ -56,8 +45,8 @@ import FerryTesting
         }
         let log = FrameLog()
         let (active, passive) = LoopbackTransport.pair(jitter: .microseconds(300))
-        let stats = try await loopbackPull(active: NotingTransport(active, side: "puller", log: log),
-                                           passive: NotingTransport(passive, side: "sender", log: log),
+        let stats = try await loopbackPull(active: Self.noting(active, side: "puller", in: log),
+                                           passive: Self.noting(passive, side: "sender", in: log),
                                            from: source, into: target, logger: logger)
         #expect(stats.revisionsReceived == count, "\(stats)")
         let frames = log.frames.withLock { $0 }

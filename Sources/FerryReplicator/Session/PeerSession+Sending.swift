@@ -225,10 +225,13 @@ extension PeerSession {
         func request(_ body: RevisionBody) -> Request {
             .rev(doc: doc, rev: rev, history: history, sequence: node.seq, body: body, merged: merged, author: node.author)
         }
-        if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted)) }
+        // What a frame takes besides its body, about (its ids, history and fields).
+        let frameBytes = 256 + history.count * 48
+        if node.deleted { return OutgoingRevision(doc: doc, request: request(.deleted), wireBytes: frameBytes) }
         guard doc.kind == .json else {
             guard let object = node.object else { return nil }
-            return OutgoingRevision(doc: doc, request: request(.blob(BlobReference(digest: object, length: node.size, contentType: nil))))
+            return OutgoingRevision(doc: doc, request: request(.blob(BlobReference(digest: object, length: node.size, contentType: nil))),
+                                    wireBytes: frameBytes)
         }
         // The stored bytes go out as they are, once their digest proves them intact (a damaged
         // object gets a norev, never a broken frame).
@@ -238,11 +241,13 @@ extension PeerSession {
         if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),
            let baseValue = try? store.jsonBody(of: base, doc: doc), let value = try? JSONParser.parse(bytes) {
             let delta = JSONDelta.make(from: baseValue, to: value)
-            if delta.canonicalBytes.count < node.size {
-                return OutgoingRevision(doc: doc, request: request(.delta(base: base.rev, delta: delta)), fullBody: whole)
+            let deltaBytes = delta.canonicalBytes.count
+            if deltaBytes < node.size {
+                return OutgoingRevision(doc: doc, request: request(.delta(base: base.rev, delta: delta)), fullBody: whole,
+                                        wireBytes: frameBytes + deltaBytes)
             }
         }
-        return OutgoingRevision(doc: doc, request: whole)
+        return OutgoingRevision(doc: doc, request: whole, wireBytes: frameBytes + bytes.count)
     }
 }
 
@@ -266,18 +271,9 @@ struct SentRevision {
 struct OutgoingRevision: Sendable {
     var doc: DocumentID
     var request: Request
-    var fullBody: Request?
-
+    var fullBody: Request? = nil
     /// About how many bytes `request` takes on the wire (its body, or delta, and its history),
-    /// to bound what is queued (`WritesInFlight`).
-    var wireBytes: Int {
-        guard case let .rev(_, _, history, _, body, _, _) = request else { return 256 }
-        let bodyBytes = switch body {
-        case .canonicalJSON(let bytes): bytes.count
-        case .delta(_, let delta): delta.canonicalBytes.count
-        case .json(let value): value.canonicalBytes.count
-        case .deleted, .blob: 0
-        }
-        return 256 + history.count * 48 + bodyBytes
-    }
+    /// to bound what is queued (`WritesInFlight`); counted where the body was made, not by
+    /// serializing a delta again.
+    var wireBytes: Int
 }

@@ -18,13 +18,11 @@ struct RequestBudget {
     private(set) var requests = 0
     private(set) var queuedRevisionBytes = 0
     private var roomWaiter: CheckedContinuation<Void, Never>?
-    private var blobStreaming = false
-    private var blobWaiters: [CheckedContinuation<Void, Never>] = []
+    private var blobStreams = Turns(count: 1)
     /// Most blobs fetched from the peer at once: enough for the peer always to have the next
     /// one asked for while this side writes the last.
     static let maxFetches = 16
-    private var fetching = 0
-    private var fetchWaiters: [CheckedContinuation<Void, Never>] = []
+    private var fetches = Turns(count: maxFetches)
 
     /// Counts a request in; false when the peer is past `maxRequests`.
     mutating func admit() -> Bool {
@@ -54,38 +52,53 @@ struct RequestBudget {
     }
 
     /// Takes the blob turn, or parks `waiter` until it is free.
-    mutating func takeBlobTurn(_ waiter: CheckedContinuation<Void, Never>) {
-        if blobStreaming { blobWaiters.append(waiter) } else { blobStreaming = true; waiter.resume() }
-    }
+    mutating func takeBlobTurn(_ waiter: CheckedContinuation<Void, Never>) { blobStreams.take(waiter) }
 
     /// Hands the blob turn to the next waiter.
-    mutating func endBlobTurn() {
-        if blobWaiters.isEmpty { blobStreaming = false } else { blobWaiters.removeFirst().resume() }
-    }
+    mutating func endBlobTurn() { blobStreams.end() }
 
     /// Takes one of the `maxFetches` fetch turns, or parks `waiter` until one is free.
-    mutating func takeFetchTurn(_ waiter: CheckedContinuation<Void, Never>) {
-        if fetching < Self.maxFetches {
-            fetching += 1
-            waiter.resume()
-        } else {
-            fetchWaiters.append(waiter)
-        }
-    }
+    mutating func takeFetchTurn(_ waiter: CheckedContinuation<Void, Never>) { fetches.take(waiter) }
 
     /// Hands a fetch turn to the next waiter, or frees it.
-    mutating func endFetchTurn() {
-        if fetchWaiters.isEmpty { fetching -= 1 } else { fetchWaiters.removeFirst().resume() }
-    }
+    mutating func endFetchTurn() { fetches.end() }
 
     /// The connection ended: nobody waits any more.
     mutating func releaseAll() {
         roomWaiter.take()?.resume()
-        blobStreaming = false
-        for w in blobWaiters { w.resume() }
-        blobWaiters.removeAll()
-        fetching += fetchWaiters.count  // each resumed waiter ends its turn
-        for w in fetchWaiters { w.resume() }
-        fetchWaiters.removeAll()
+        blobStreams.releaseAll()
+        fetches.releaseAll()
+    }
+}
+
+/// `count` turns handed out first come, first served; a waiter parks until a turn is free.
+private struct Turns {
+    let count: Int
+    private var taken = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(count: Int) { self.count = count }
+
+    /// Takes a turn, or parks `waiter` until one is free.
+    mutating func take(_ waiter: CheckedContinuation<Void, Never>) {
+        if taken < count {
+            taken += 1
+            waiter.resume()
+        } else {
+            waiters.append(waiter)
+        }
+    }
+
+    /// Hands the turn to the next waiter, or frees it.
+    mutating func end() {
+        if waiters.isEmpty { taken = max(taken - 1, 0) } else { waiters.removeFirst().resume() }
+    }
+
+    /// Resumes every waiter and frees every turn (the connection ended; the turns' holders
+    /// end them, which frees nothing more).
+    mutating func releaseAll() {
+        taken = 0
+        for w in waiters { w.resume() }
+        waiters.removeAll()
     }
 }
