@@ -23,9 +23,10 @@ import FerryTesting
             let sandbox = try UserSandbox()
             let (a, b, outside) = (sandbox.path("a"), sandbox.path("b"), sandbox.path("outside"))
             for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
-            try sandbox.shell(#"mkdir -p shared && printf '{"from": "b"}\n' > shared/x.json && printf '{"only": "b"}\n' > shared/y.json"#, in: b)
+            // z.bin is a blob: a's side fetches it, and writes no copy of it through the link.
+            try sandbox.shell(#"mkdir -p shared && printf '{"from": "b"}\n' > shared/x.json && printf '{"only": "b"}\n' > shared/y.json && head -c 300000 /dev/urandom > shared/z.bin"#, in: b)
             #expect(try sandbox.shell("mkdir -p outside && printf '{\"secret\": 1}\\n' > outside/x.json && ln -sfn \(outside) a/shared", in: sandbox.root).status == 0)
-            let before = try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout
+            let before = try sandbox.shell("ls -la outside; sha256sum outside/*; stat -c '%n %y' outside", in: sandbox.root).stdout
             let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
             let url = try #require(listener.url)
             let sync = try sandbox.ferry(["sync", url], in: b)
@@ -33,11 +34,11 @@ import FerryTesting
 
             // Nothing outside the folder changed, b's files are b's, and a's own files under the
             // link were never read as documents (nothing of `outside` travelled to b).
-            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*; stat -c '%n %y' outside", in: sandbox.root).stdout == before)
             #expect(FileManager.default.contents(atPath: b + "/shared/x.json") == Data(#"{"from": "b"}"#.utf8 + [0x0A]))
             #expect(try Self.entries(b).allSatisfy { $0.origin == "local" }, "b received something from a")
             // a holds both documents' revisions back and says so.
-            #expect(try Set(Self.entries(a).map(\.doc.rawValue)) == ["shared/x.json", "shared/y.json"])
+            #expect(try Set(Self.entries(a).map(\.doc.rawValue)) == ["shared/x.json", "shared/y.json", "shared/z.bin"])
             let conflicts = try sandbox.ferry(["conflicts"], in: a)
             #expect(conflicts.stdout.contains("HELD BACK\tshared/x.json\tshared is a symbolic link"), "\(conflicts.stdout)")
             #expect(try sandbox.ferry(["status"], in: a).stdout.contains("held back: shared/y.json"))
@@ -47,7 +48,8 @@ import FerryTesting
             #expect(try sandbox.shell("rm shared", in: a).status == 0)
             #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/y.json") ?? Data()))) == ["only": "b"] })
             #expect(eventually(10) { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/shared/x.json") ?? Data()))) == ["from": "b"] })
-            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*", in: sandbox.root).stdout == before)
+            #expect(eventually(10) { FileManager.default.contents(atPath: a + "/shared/z.bin") == FileManager.default.contents(atPath: b + "/shared/z.bin") })
+            #expect(try sandbox.shell("ls -la outside; sha256sum outside/*; stat -c '%n %y' outside", in: sandbox.root).stdout == before)
             #expect(listener.stop() == 0)
             #expect(try Self.verified(sandbox, [a, b]))
         }

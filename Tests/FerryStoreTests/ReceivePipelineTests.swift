@@ -238,6 +238,63 @@ import FerryTesting
         #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
     }
 
+    /// A fetched blob that is a file document's content is also written, as it arrives, into a
+    /// temp file beside the document (holes and a trailing run of zeros as in the object), and
+    /// the batch renames that file into place: the document is the very file written during the
+    /// fetch, not a copy made afterwards. A copy whose bytes do not verify, or that the store
+    /// does not take, leaves nothing behind.
+    @Test func aFetchedFilesCopyIsWrittenAsItArrivesAndRenamedIntoPlace() async throws {
+        let f = try TestFolder()
+        let (root, layout) = (f.root, f.store.layout)
+        var bytes = (0..<200_000).map { UInt8($0 % 251) }
+        bytes.replaceSubrange(40_960..<81_920, with: repeatElement(0, count: 40_960))
+        bytes += repeatElement(0, count: 20_000)
+        let digest = BlobDigest.of(bytes)
+        let shared = SharedStore(f.store)
+        let objects = ObjectStore(layout: layout)
+        let writer = try objects.beginWrite(expected: digest)
+        writer.copyBeside(root + "/pictures/photo.bin")  // its directory is made
+        for start in stride(from: 0, to: bytes.count, by: 65_536) {
+            try writer.append(Array(bytes[start..<min(start + 65_536, bytes.count)]))
+        }
+        try shared.keepFetched(writer)
+        let temp = try #require(writer.documentTemp)
+        #expect(FileSystem.dirname(of: temp) == root + "/pictures")
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: temp))) == bytes)
+        let inode = try #require(try FileSystem.lstat(temp)).st_ino
+
+        let photo = try DocumentID("pictures/photo.bin")
+        let rev = RevisionID.compute(parent: nil, deleted: false, body: digest)
+        let incoming = IncomingRevision(doc: photo, rev: rev, history: [], deleted: false, object: digest, size: bytes.count, origin: "peer")
+        _ = try await shared.applyRemote([RemoteRevision(incoming: incoming, jsonBody: nil, fileTemp: temp)])[0].get()
+        let placed = try #require(try FileSystem.lstat(root + "/pictures/photo.bin"))
+        #expect(placed.st_ino == inode && placed.st_size == bytes.count)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: root + "/pictures/photo.bin"))) == bytes)
+        #expect(try objects.read(digest) == bytes)
+        #expect(try temporaryFiles(under: root).isEmpty)
+
+        // The same revision again, with a copy of its own: already stored, the copy is removed.
+        let again = try objects.beginWrite(expected: digest)
+        again.copyBeside(root + "/pictures/photo.bin")
+        try again.append(bytes)
+        try shared.keepFetched(again)
+        let second = try #require(again.documentTemp)
+        _ = try await shared.applyRemote([RemoteRevision(incoming: incoming, jsonBody: nil, fileTemp: second)])[0].get()
+        #expect(try temporaryFiles(under: root).isEmpty)
+        #expect(try FileSystem.lstat(root + "/pictures/photo.bin")?.st_ino == inode)
+
+        // Bytes that do not hash to the digest: neither the object's temp nor the copy is kept.
+        let other = BlobDigest.of([1, 2, 3])
+        let bad = try objects.beginWrite(expected: other)
+        bad.copyBeside(root + "/pictures/other.bin")
+        try bad.append([9, 9, 9])
+        #expect(try temporaryFiles(under: root).count == 1)
+        #expect(throws: StoreError.self) { try shared.keepFetched(bad) }
+        #expect(bad.documentTemp == nil)
+        #expect(try temporaryFiles(under: root).isEmpty)
+        #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
+    }
+
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes

@@ -58,11 +58,18 @@ extension PeerSession {
     /// peer idle once per window). For Couchbase Lite the answer comes once the whole blob is
     /// in, so the next window is served from what arrived. At most `RequestBudget.maxFetches`
     /// fetches run at once: the revisions waiting for their blobs wait for a turn, not with
-    /// bytes the peer already sent.
-    func fetchBlob(_ digest: BlobDigest) async throws {
+    /// bytes the peer already sent. `document`: the blob is that file document's content; its
+    /// bytes are also written into a temp file beside it as they arrive (returned, for the
+    /// store to rename into place), so that the file is not copied from the object afterwards.
+    @discardableResult
+    func fetchBlob(_ digest: BlobDigest, copyFor document: DocumentID? = nil) async throws -> String? {
         await withCheckedContinuation { budget.takeFetchTurn($0) }
         defer { budget.endFetchTurn() }
         let writer = try objects.beginWrite(expected: digest)
+        // No temp file where the document cannot go (a symbolic link or a file above it).
+        if let document, shared.layout.placementProblem(of: document.rawValue) == nil {
+            writer.copyBeside(shared.layout.path(of: document.rawValue))
+        }
         var complete = false
         defer { if !complete { writer.abandon() } }
         var asked = 0
@@ -91,5 +98,6 @@ extension PeerSession {
         try shared.keepFetched(writer)  // made durable with the batch that stores its revision
         complete = true
         update { $0.blobsReceived += 1 }
+        return writer.documentTemp
     }
 }

@@ -157,17 +157,18 @@ extension PeerSession {
             await withCheckedContinuation { arrivalOrder.park(doc, ticket, $0) }
         }
         defer { arrivalOrder.next(doc) }
-        let body: RevisionBody, canonical: [UInt8]?, references: [BlobReference]?
+        let ready: PreparedBody
         switch prepared {
-        case .success(let ready): (body, canonical, references) = ready
+        case .success(let body): ready = body
         case .failure(let failure): return .failure(failure)
         }
-        let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author,
-                              canonical: canonical, references: references)
+        var remote = storable(doc: doc, rev: rev, history: history, body: ready.body, merged: merged, author: author,
+                              canonical: ready.canonical, references: ready.references)
+        remote.fileTemp = ready.fileTemp
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[LogEntry], StoreError>, Never>) in
             // The drain task has ended with the connection: nothing would ever resume this.
             guard !closed else {
-                remote.jsonBody.map(shared.discard)
+                remote.discardFiles(in: shared)
                 done.resume(returning: Result<[LogEntry], StoreError>.failure(StoreError(.io, "\(endReason) before \(doc)@\(rev) was stored")))
                 return
             }
@@ -181,12 +182,13 @@ extension PeerSession {
     /// canonical bytes, computed to check it), the blobs it names fetched (and their
     /// references, found once for the store's check too).
     private func prepareBody(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody,
-                             merged: RevisionID?) async -> Result<(RevisionBody, [UInt8]?, [BlobReference]?), ReceiveFailure> {
+                             merged: RevisionID?) async -> Result<PreparedBody, ReceiveFailure> {
         // A name no folder records is refused before anything of it is fetched.
         if let why = FolderStore.nameRefusal(doc) { return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): \(why)")) }
         var body = body
         var canonical: [UInt8]?
         var references: [BlobReference]?
+        var fileTemp: String?
         if case .canonicalJSON(let bytes) = body {
             // ferry/1's codec hands bodies over parsed; a channel that passes the sender's
             // stored bytes through is parsed here, never trusted to be canonical (the store
@@ -215,7 +217,7 @@ extension PeerSession {
                 references = refs
                 for ref in refs where !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
             case .blob(let ref):
-                if !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
+                if !shared.hasBlob(ref.digest) { fileTemp = try await fetchBlob(ref.digest, copyFor: doc) }
             case .delta:
                 preconditionFailure("expanded above")
             }
@@ -229,7 +231,7 @@ extension PeerSession {
         } catch {
             return .failure(ReceiveFailure(status: 502, message: "\(error)"))
         }
-        return .success((body, canonical, references))
+        return .success(PreparedBody(body: body, canonical: canonical, references: references, fileTemp: fileTemp))
     }
 
     /// The body a delta makes of its base revision here, checked against the revision id (a
@@ -282,6 +284,18 @@ extension PeerSession {
             budget.stored(group.reduce(0) { $0 + $1.size })
         }
     }
+}
+
+/// A received body made ready for the store (`PeerSession.prepareBody`).
+struct PreparedBody {
+    /// The body (a delta rebuilt, canonical bytes parsed).
+    var body: RevisionBody
+    /// Its canonical bytes, when they were computed to check a rebuilt delta.
+    var canonical: [UInt8]?
+    /// The blob references a JSON body names.
+    var references: [BlobReference]?
+    /// A file document's temp file beside it, written as its blob arrived.
+    var fileTemp: String?
 }
 
 /// Why a received revision was not stored, with the status answered to the peer.

@@ -152,6 +152,8 @@ public actor SharedStore {
                             }
                             incoming.object = body.digest
                             preparedFile = body.documentTemp.map { PreparedFile(temp: $0, known: body.documentText) }
+                        } else if let temp = remote.fileTemp {
+                            preparedFile = PreparedFile(temp: temp, known: nil)
                         }
                         results.append(.success(try store.applyRemote(incoming, parsedBody: nil, bodyChecked: remote.jsonBody != nil, preparedFile: preparedFile,
                                                                       settleFile: lastOfDocument[incoming.doc] == i, resolve: false)))
@@ -161,6 +163,7 @@ public actor SharedStore {
                             body.objectTemp.map { _ = unlink($0) }
                             body.documentTemp.map { store.dropUnlessPending($0, of: remote.incoming.doc) }
                         }
+                        remote.fileTemp.map { store.dropUnlessPending($0, of: remote.incoming.doc) }
                         results.append(.failure((error as? StoreError) ?? StoreError(.io, "\(error)")))
                     }
                 }
@@ -291,11 +294,21 @@ public struct RemoteRevision: Sendable {
     public var incoming: IncomingRevision
     /// A JSON body's files.
     public var jsonBody: ReceivedBody?
+    /// A file document's temp file beside it, written as its blob arrived
+    /// (`PendingObject.copyBeside`): renamed into place instead of a copy of the object.
+    public var fileTemp: String?
 
-    /// A revision and its JSON body's files, if it has one.
-    public init(incoming: IncomingRevision, jsonBody: ReceivedBody?) {
+    /// A revision and its JSON body's files, if it has one, or its file's temp file.
+    public init(incoming: IncomingRevision, jsonBody: ReceivedBody?, fileTemp: String? = nil) {
         self.incoming = incoming
         self.jsonBody = jsonBody
+        self.fileTemp = fileTemp
+    }
+
+    /// Removes the files written for it (it will not be stored).
+    public func discardFiles(in shared: SharedStore) {
+        jsonBody.map(shared.discard)
+        fileTemp.map { _ = unlink($0) }
     }
 }
 

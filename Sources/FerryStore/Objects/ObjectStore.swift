@@ -265,13 +265,20 @@ public final class ObjectStore {
 
 /// An object being written piece by piece (a blob from a peer). `finishVerified` checks the
 /// digest and hands over the temp file for a batch to adopt; `abandon` (or a mismatch) removes
-/// it, so nothing unverified is ever stored.
+/// it, so nothing unverified is ever stored. A blob that is a document's content can also be
+/// written, as it arrives, into a temp file beside the document (`copyBeside`): the batch then
+/// renames that into place instead of copying the object after the last byte.
 public final class PendingObject {
     let temp: String
     var fd: Int32
     let expected: BlobDigest
     var hasher = BlobHasher()
     var writeback: WritebackStarter
+    /// The document's copy while it is written (`copyBeside`).
+    private var copy: DocumentCopy?
+    /// The document's temp file holding the verified bytes, once `finishVerified` succeeded
+    /// with a copy; the caller hands it to the store (`RemoteRevision.fileTemp`) or removes it.
+    public private(set) var documentTemp: String?
 
     init(temp: String, fd: Int32, expected: BlobDigest) {
         self.temp = temp
@@ -283,18 +290,34 @@ public final class PendingObject {
     /// Bytes written so far.
     public var count: Int { hasher.count }
 
+    /// Also writes every piece into a new temp file beside `document` (an absolute path the
+    /// caller checked: no link or file above it). Call before the first piece. A copy that
+    /// cannot be made or written is dropped: the store copies the object instead.
+    public func copyBeside(_ document: String) {
+        precondition(fd >= 0 && hasher.count == 0, "the copy starts with the first piece")
+        let path = FolderScanner.temporaryPath(beside: document)
+        guard let fd = try? FileSystem.createNew(path) else { return }
+        // Its pages are dropped once written back: the object's stay cached, and one copy in
+        // memory is enough (as `FileSystem.copyAll` does).
+        copy = DocumentCopy(temp: path, fd: fd, writeback: WritebackStarter(fd: fd, dropBehind: true))
+    }
+
     /// Appends a piece.
     public func append(_ bytes: ArraySlice<UInt8>) throws(StoreError) {
         precondition(fd >= 0, "object already finished")
         let result = bytes.withUnsafeBytes { piece in
             hasher.update(piece)
-            return Result { () throws(StoreError) in try FileSystem.writeSkippingZeros(fd, piece, path: temp) }
+            return Result { () throws(StoreError) in
+                try FileSystem.writeSkippingZeros(fd, piece, path: temp)
+                if let copy, (try? FileSystem.writeSkippingZeros(copy.fd, piece, path: copy.temp)) == nil { dropCopy() }
+            }
         }
         do { try result.get() } catch {
             abandon()
             throw error
         }
         writeback.wrote(bytes.count)
+        copy?.writeback.wrote(bytes.count)
     }
 
     /// Appends a piece.
@@ -304,7 +327,8 @@ public final class PendingObject {
 
     /// Verifies the digest and closes the temp file, neither durable nor installed; returns
     /// its path. It holds exactly the announced bytes; a batch that adopts it
-    /// (`ObjectStore.adopt`) makes it durable with everything else the batch wrote.
+    /// (`ObjectStore.adopt`) makes it durable with everything else the batch wrote. The
+    /// document's copy, if any, is then `documentTemp`.
     func finishVerified() throws(StoreError) -> String {
         precondition(fd >= 0, "object already finished")
         let digest = hasher.finalize()
@@ -320,6 +344,15 @@ public final class PendingObject {
         }
         close(fd)
         fd = -1
+        if let copy {
+            if ftruncate(copy.fd, off_t(hasher.count)) == 0 {
+                close(copy.fd)
+                documentTemp = copy.temp
+                self.copy = nil
+            } else {
+                dropCopy()
+            }
+        }
         return temp
     }
 
@@ -327,9 +360,24 @@ public final class PendingObject {
     public func abandon() {
         if fd >= 0 { close(fd); fd = -1 }
         unlink(temp)
+        dropCopy()
+    }
+
+    private func dropCopy() {
+        guard let copy else { return }
+        close(copy.fd)
+        unlink(copy.temp)
+        self.copy = nil
     }
 
     deinit { if fd >= 0 { abandon() } }
+}
+
+/// A document's temp file that a blob's pieces are written into as they arrive.
+private struct DocumentCopy {
+    let temp: String
+    let fd: Int32
+    var writeback: WritebackStarter
 }
 
 /// Groups the fsyncs of many writes (a large folder's `init`, a batch of revisions from a
