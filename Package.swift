@@ -32,7 +32,7 @@ let package = Package(
         ]),
         .target(name: "FerryProtocol", dependencies: ["FerryCore", "CZlib"]),
         .target(name: "FerryNet", dependencies: [
-            "FerryCore", "FerryProtocol",
+            "CFerrySystem", "FerryCore", "FerryProtocol",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"),

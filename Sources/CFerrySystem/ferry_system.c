@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include "ferry_system.h"
 
@@ -36,4 +38,20 @@ int ferry_rename_exchange(const char *a, const char *b) {
 
 unsigned long long ferry_heap_in_use(void) {
     return (unsigned long long)mallinfo2().uordblks;
+}
+
+/* Fills buffer with count bytes from the kernel's random source in as few calls as it takes
+   (one for a few KiB; a signal can cut a large request short). 0, or -1 with errno. */
+int ferry_random_bytes(void *buffer, unsigned long count) {
+    unsigned char *p = buffer;
+    while (count > 0) {
+        ssize_t n = getrandom(p, count, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        count -= (unsigned long)n;
+    }
+    return 0;
 }

@@ -65,7 +65,7 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
 
     /// A frame as this end must send it: masked with a fresh key from a client, plain from a server.
     func outgoing(_ opcode: WebSocketOpcode, _ data: ByteBuffer) -> WebSocketFrame {
-        WebSocketFrame(fin: true, opcode: opcode, maskKey: role == .client ? .random() : nil, data: data)
+        WebSocketFrame(fin: true, opcode: opcode, maskKey: role == .client ? MaskingKeySource.next() : nil, data: data)
     }
 
     func read(context: ChannelHandlerContext) {

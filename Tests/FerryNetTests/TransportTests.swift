@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import FerryCore
-import FerryNet
+@testable import FerryNet
 import FerryProtocol
 
 /// The transport over real sockets on 127.0.0.1: upgrade, the `ferry/1` handshake, refusals,
@@ -33,6 +33,13 @@ import FerryProtocol
     }
 
     func url(_ listener: Listener, db: String = "inventory") -> PeerURL { PeerURL("ws://127.0.0.1:\(listener.port)/\(db)")! }
+
+    /// A client's masking keys come from the kernel's random source a pool at a time: across
+    /// several refills they do not repeat (a pool handed out twice, or never filled, would).
+    @Test func maskingKeysDoNotRepeatAcrossPoolRefills() {
+        let keys = (0..<5_000).map { _ in Array(MaskingKeySource.next()) }
+        #expect(Set(keys).count >= 4_990)
+    }
 
     @Test func aReplicatorAndAListenerShakeHandsOverARealSocket() async throws {
         let listener = try await startEchoListener()
