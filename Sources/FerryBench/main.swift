@@ -339,9 +339,10 @@ do {
     _ = replicator.waitFor("connected")
     var remote: [Double] = []
     try settle()
+    watch.drain()
     for i in 0..<editCount {
         let t0 = try saveEdit(i, in: left)
-        guard let t1 = watch.waitForAll("edited.json", count: 1, timeoutMs: 5_000) else { print("edit \(i) did not arrive"); break }
+        guard let t1 = watch.waitForBody("edited.json", in: right, equalTo: ["edit": .int(i), "items": ["a", "b"]], timeoutMs: 5_000) else { print("edit \(i) did not arrive"); break }
         remote.append(Double(t1 - t0) / 1e6)
         usleep(5_000)
     }
