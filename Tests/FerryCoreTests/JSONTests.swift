@@ -106,6 +106,21 @@ import FerryTesting
         }
     }
 
+    /// Members come in canonical order at every size: a few members are sorted on the stack,
+    /// more than 32 through an array; both agree with sorting by UTF-16 units, in the
+    /// canonical and the pretty-printed text.
+    @Test func membersAreInCanonicalOrderAtEverySize() throws {
+        let alphabet = ["a", "b", "\u{E000}", "\u{1F600}", "\u{80}", "z", "\u{FFFF}"]
+        for n in 0...40 {
+            let keys = (0..<n).map { i in alphabet[(i * 7 + n) % alphabet.count] + String(i * 31 % 97) }
+            let object = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.enumerated().map { ($1, JSONValue.number(JSONNumber($0))) }))
+            let sorted = keys.enumerated().sorted { $0.element.utf16.lexicographicallyPrecedes($1.element.utf16) }
+            let expected = "{" + sorted.map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",") + "}"
+            #expect(object.canonicalString == expected, "\(n) members")
+            #expect(String(decoding: object.prettyBytes, as: UTF8.self).filter { $0 != " " && $0 != "\n" } == expected, "\(n) members")
+        }
+    }
+
     @Test func randomDocumentsRoundTrip() throws {
         var m = InventoryMutator(seed: 42)
         var doc = m.makeList(count: 30)

@@ -69,6 +69,23 @@ public struct JSONNumber: Sendable, Hashable {
         }
     }
 
+    /// An integer as written in JSON: `digits` (no sign, no leading zero unless it is `0`).
+    /// Trailing zeros are dropped into the exponent, as the general initializer does, without
+    /// copying the digits twice (a parser meets many integers).
+    init(isNegative: Bool, integerDigits: UnsafeBufferPointer<UInt8>) {
+        var end = integerDigits.count
+        while end > 0, integerDigits[end - 1] == UInt8(ascii: "0") { end -= 1 }
+        if end == 0 {
+            self.isNegative = false
+            self.digits = []
+            self.exponent = 0
+        } else {
+            self.isNegative = isNegative
+            self.digits = Array(UnsafeBufferPointer(rebasing: integerDigits[..<end]))
+            self.exponent = integerDigits.count
+        }
+    }
+
     /// An integer.
     public init(_ value: Int) {
         let text = Array(String(value.magnitude).utf8)
@@ -110,9 +127,16 @@ public struct JSONNumber: Sendable, Hashable {
     /// the digits; integers of more than 17 digits are written out in full
     /// (unless that needs more than 21 trailing zeros).
     public var canonicalBytes: [UInt8] {
-        if isZero { return [UInt8(ascii: "0")] }
         var out: [UInt8] = []
         out.reserveCapacity(digits.count + 8)
+        writeCanonical(into: &out)
+        return out
+    }
+
+    /// Appends `canonicalBytes` to `out` (a serializer writes a number without an array of
+    /// its own).
+    func writeCanonical(into out: inout [UInt8]) {
+        if isZero { out.append(UInt8(ascii: "0")); return }
         if isNegative { out.append(UInt8(ascii: "-")) }
         let k = digits.count
         let n = exponent
@@ -142,7 +166,6 @@ public struct JSONNumber: Sendable, Hashable {
             out.append(n - 1 >= 0 ? UInt8(ascii: "+") : UInt8(ascii: "-"))
             out += Array(String((n - 1).magnitude).utf8)
         }
-        return out
     }
 }
 

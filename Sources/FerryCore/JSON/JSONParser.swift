@@ -114,6 +114,9 @@ public struct JSONParser {
                 depth -= 1
                 return .object(members)
             }
+            // Room for a few members from the start: growing one member at a time reallocated
+            // and rehashed a small object's table twice.
+            members.reserveCapacity(3)
             while true {
                 skipWhitespace()
                 guard pos < buf.count, buf[pos] == UInt8(ascii: "\"") else {
@@ -201,6 +204,10 @@ public struct JSONParser {
                     pos += 1
                 }
                 if expNegative { exp = -exp }
+            }
+            // An integer (most numbers): its digits are the number's, without a first copy.
+            if fracStart == fracEnd, exp == 0 {
+                return JSONNumber(isNegative: negative, integerDigits: UnsafeBufferPointer(rebasing: buf[intStart..<intEnd]))
             }
             var raw: [UInt8] = []
             raw.reserveCapacity(intEnd - intStart + fracEnd - fracStart)

@@ -78,9 +78,9 @@ enum JSONWriter {
 
     static func writeCanonical(_ value: JSONValue, into out: inout [UInt8]) {
         switch value {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += b ? Array("true".utf8) : Array("false".utf8)
-        case .number(let n): out += n.canonicalBytes
+        case .null: out.append(contentsOf: nullText)
+        case .bool(let b): out.append(contentsOf: b ? trueText : falseText)
+        case .number(let n): n.writeCanonical(into: &out)
         case .string(let s): writeString(s, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -91,13 +91,50 @@ enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            for (i, member) in sortedMembers(members).enumerated() {
+            forEachSorted(members) { i, key, value in
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(member.key, into: &out)
+                writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                writeCanonical(member.value, into: &out)
+                writeCanonical(value, into: &out)
             }
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Calls `body` with each member in canonical order and its position. The order is found
+    /// by sorting the dictionary's indices in a buffer on the stack (most objects have a few
+    /// members; an array of members per object was a heap allocation and a copy of each).
+    static func forEachSorted(_ object: [String: JSONValue], _ body: (Int, String, JSONValue) -> Void) {
+        let count = object.count
+        guard count > 1 else {
+            if let (key, value) = object.first { body(0, key, value) }
+            return
+        }
+        guard count <= 32 else {
+            for (i, member) in sortedMembers(object).enumerated() { body(i, member.key, member.value) }
+            return
+        }
+        withUnsafeTemporaryAllocation(of: Dictionary<String, JSONValue>.Index.self, capacity: count) { order in
+            _ = order.initialize(repeating: object.startIndex)
+            defer { order.baseAddress!.deinitialize(count: count) }
+            var n = 0
+            var index = object.startIndex
+            while index != object.endIndex {
+                // Insertion sort: few members, and no comparison closure to call through.
+                var j = n
+                let key = object[index].key
+                while j > 0, precedesInUTF16(key, object[order[j - 1]].key) {
+                    order[j] = order[j - 1]
+                    j -= 1
+                }
+                order[j] = index
+                n += 1
+                object.formIndex(after: &index)
+            }
+            for i in 0..<n {
+                let member = object[order[i]]
+                body(i, member.key, member.value)
+            }
         }
     }
 
@@ -114,12 +151,13 @@ enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members) where !members.isEmpty:
             out.append(UInt8(ascii: "{"))
-            for (i, member) in sortedMembers(members).enumerated() {
+            forEachSorted(members) { i, key, value in
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 newline(indent + 1, into: &out)
-                writeString(member.key, into: &out)
-                out += [UInt8(ascii: ":"), UInt8(ascii: " ")]
-                writePretty(member.value, indent: indent + 1, into: &out)
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                out.append(UInt8(ascii: " "))
+                writePretty(value, indent: indent + 1, into: &out)
             }
             newline(indent, into: &out)
             out.append(UInt8(ascii: "}"))
@@ -134,6 +172,7 @@ enum JSONWriter {
     }
 
     static let hexDigits = Array("0123456789abcdef".utf8)
+    static let nullText = Array("null".utf8), trueText = Array("true".utf8), falseText = Array("false".utf8)
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
