@@ -53,6 +53,31 @@ import FerryTesting
 }
 
 extension FullDiskTests {
+    /// The disk fills just as the first small body's pack is started: the scan fails and says
+    /// so, and once there is room the next scan records the document (the pack created and
+    /// left empty by the failed write used to refuse every small body for good).
+    @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))
+    func aPackStartedOnAFullDiskIsStartedAgainOnceThereIsRoom() throws {
+        let tmp = TemporaryDirectory()
+        let mnt = tmp.appending("small")
+        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+        guard try FerryProcess.shell("mount -t tmpfs -o size=1m ferry-test \(mnt)").status == 0 else {
+            Issue.record("mount failed although running as root")
+            return
+        }
+        defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+        let dir = mnt + "/f"
+        #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+        _ = try FerryProcess.shell(#"printf '{"a": 1}\n' > f/x.json && dd if=/dev/zero of=filler bs=4k 2>/dev/null; true"#, in: mnt)
+        let full = try FerryProcess.ferry(["scan"], in: dir)
+        #expect(full.status != 0 && full.stderr.contains("No space left on device"), "\(full.stderr)")
+        _ = try FerryProcess.shell("rm -f filler", in: mnt)
+        let roomy = try FerryProcess.ferry(["scan"], in: dir)
+        #expect(roomy.status == 0, "\(roomy.stderr)")
+        #expect(RevisionLogReader.lines(dir).map(\.doc) == ["x.json"])
+        #expect(try FerryProcess.ferry(["verify"], in: dir).status == 0)
+    }
+
     /// Issue 17: the receiver's disk fills during continuous replication; once room is back,
     /// every document arrives within 10 s, with no reconnection needed and nothing damaged.
     @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))

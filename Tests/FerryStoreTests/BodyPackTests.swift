@@ -155,6 +155,25 @@ import Glibc
         #expect(try writer.verify().isClean)
     }
 
+    /// A pack left empty (a writer that created it, then failed to write for a full disk or
+    /// was killed) is taken as the pack to start: refusing it refused every small body from
+    /// then on. A pack that holds lines is never started over.
+    @Test func anEmptyPackLeftBehindIsStartedNotRefused() throws {
+        let f = try TestFolder()
+        let packs = f.store.layout.packsDirectory
+        try FileManager.default.createDirectory(atPath: packs, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: BodyPacks.path(of: 1, in: packs), contents: Data()))
+        let doc = try f.doc("a.json")
+        try f.store.recordLocalJSON(doc, ["n": 1])
+        #expect(try String(contentsOfFile: BodyPacks.path(of: 1, in: packs), encoding: .utf8) == "{\"n\":1}\n")
+        #expect(try f.store.verify().isClean)
+
+        let taken = BodyPacks.path(of: 2, in: packs)
+        #expect(FileManager.default.createFile(atPath: taken, contents: Data("{\"kept\":1}\n".utf8)))
+        #expect(throws: StoreError.self) { _ = try BodyPacks.openNewPack(taken) }
+        #expect(try String(contentsOfFile: taken, encoding: .utf8) == "{\"kept\":1}\n")
+    }
+
     /// A file document whose bytes are those of a JSON body packed in the same batch is still
     /// a blob of its own under `objects/` (a packed line is not a blob's file).
     @Test func aFileWithTheBytesOfAPackedBodyIsStillAnObject() throws {

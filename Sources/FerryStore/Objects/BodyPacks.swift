@@ -158,14 +158,19 @@ final class BodyPacks {
         if !pending.isEmpty, let (number, length) = current {
             try FileSystem.makeDirectories(directory)
             let path = Self.path(of: number, in: directory)
-            // A pack started here must not exist yet: never write over lines the log names.
-            let fd = try FileSystem.open(path, length == 0 ? O_WRONLY | O_CREAT | O_EXCL : O_WRONLY, mode: 0o644)
+            let fd = try length == 0 ? Self.openNewPack(path) : FileSystem.open(path, O_WRONLY)
             defer { close(fd) }
             var written = 0
             while written < pending.count {
                 let n = pending.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, $0.count - written, off_t(length) + off_t(written)) }
                 if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { throw StoreError.system("cannot write", path: path) }
+                guard n > 0 else {
+                    let error = StoreError.system("cannot write", path: path)
+                    // Nothing names these lines: the pack goes back to what it was, so that the
+                    // retry finds it so (a full disk left a new pack behind empty).
+                    if length == 0 { unlink(path) } else { _ = ftruncate(fd, off_t(length)) }
+                    throw error
+                }
                 written += n
             }
             current = (number, length + UInt64(pending.count))
@@ -183,6 +188,22 @@ final class BodyPacks {
             try FileSystem.syncDirectory(FileSystem.dirname(of: directory))
         }
         unsynced.removeAll()
+    }
+
+    /// Opens pack `path` for its first lines. It must not hold any yet: never write over
+    /// lines the log names. An empty one is taken as it is (left by a writer that failed or
+    /// was killed between creating it and writing it; refusing it refused every small body
+    /// for good).
+    static func openNewPack(_ path: String) throws(StoreError) -> Int32 {
+        do { return try FileSystem.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) } catch where error.errno == EEXIST {
+            let fd = try FileSystem.open(path, O_WRONLY)
+            var st = stat()
+            guard fstat(fd, &st) == 0, st.st_size == 0 else {
+                close(fd)
+                throw error
+            }
+            return fd
+        }
     }
 
     /// Notes that a `syncfs` made everything written durable.
