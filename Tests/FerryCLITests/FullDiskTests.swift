@@ -17,14 +17,8 @@ import FerryTesting
     @Test(.enabled(if: canMount, "skipped: mounting a 3 MiB tmpfs needs root and a sandbox that allows mount"))
     func aFullDiskLosesNothing() async throws {
         try await endToEnd {
-            let tmp = TemporaryDirectory()
-            let mnt = tmp.appending("small")
-            try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-            guard try FerryProcess.shell("mount -t tmpfs -o size=3m ferry-test \(mnt)").status == 0 else {
-                Issue.record("mount failed although running as root")
-                return
-            }
-            defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+            guard let disk = try SmallDisk(size: "3m") else { return }
+            let mnt = disk.path
             let dir = mnt + "/inv"
             #expect(try FerryProcess.ferry(["init", "--sample", dir]).status == 0)
             let agent = try RunningAgent(folder: dir)
@@ -58,14 +52,8 @@ extension FullDiskTests {
     /// left empty by the failed write used to refuse every small body for good).
     @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))
     func aPackStartedOnAFullDiskIsStartedAgainOnceThereIsRoom() throws {
-        let tmp = TemporaryDirectory()
-        let mnt = tmp.appending("small")
-        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-        guard try FerryProcess.shell("mount -t tmpfs -o size=1m ferry-test \(mnt)").status == 0 else {
-            Issue.record("mount failed although running as root")
-            return
-        }
-        defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+        guard let disk = try SmallDisk(size: "1m") else { return }
+        let mnt = disk.path
         let dir = mnt + "/f"
         #expect(try FerryProcess.ferry(["init", dir]).status == 0)
         _ = try FerryProcess.shell(#"printf '{"a": 1}\n' > f/x.json && dd if=/dev/zero of=filler bs=4k 2>/dev/null; true"#, in: mnt)
@@ -83,14 +71,9 @@ extension FullDiskTests {
     @Test(.enabled(if: canMount, "skipped: mounting a tmpfs needs root and a sandbox that allows mount"))
     func continuousReplicationResumesOnceTheDiskHasRoomAgain() async throws {
         try await endToEnd {
-            let tmp = TemporaryDirectory()
-            let a = tmp.appending("a"), mnt = tmp.appending("small")
-            try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-            guard try FerryProcess.shell("mount -t tmpfs -o size=8m ferry-test \(mnt)").status == 0 else {
-                Issue.record("mount failed although running as root")
-                return
-            }
-            defer { _ = try? FerryProcess.shell("umount -l \(mnt)") }
+            guard let disk = try SmallDisk(size: "8m") else { return }
+            let tmp = disk.directory
+            let a = tmp.appending("a"), mnt = disk.path
             // 300 documents of 4 KB: 2.4 MB on the receiver (each body as an object and a file).
             let make = try FerryProcess.shell(#"mkdir -p a && cd a && for i in $(seq 1 300); do printf '{"n": %d, "pad": "%s"}\n' $i "$(head -c 2000 /dev/zero | tr '\0' x)$(printf %04d $i)" > doc$i.json; done"#,
                                               in: tmp.path)
@@ -157,4 +140,23 @@ enum FileSystemCheck {
     static func emptyTemp(_ dir: String) throws -> Bool {
         try FileManager.default.contentsOfDirectory(atPath: dir + "/.ferry/tmp").isEmpty
     }
+}
+
+/// A tmpfs of a few megabytes mounted in a temporary directory (`path`), unmounted when it
+/// goes; `directory` is the temporary directory, for folders beside it.
+final class SmallDisk {
+    let directory = TemporaryDirectory()
+    let path: String
+
+    /// Mounts it; nil (with the test's issue recorded) when mounting fails.
+    init?(size: String) throws {
+        path = directory.appending("small")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard try FerryProcess.shell("mount -t tmpfs -o size=\(size) ferry-test \(path)").status == 0 else {
+            Issue.record("mount failed although running as root")
+            return nil
+        }
+    }
+
+    deinit { _ = try? FerryProcess.shell("umount -l \(path)") }
 }
