@@ -73,7 +73,8 @@ let package = Package(
         .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryCore", "FerryProtocol", "FerryNet"]),
         .testTarget(name: "FerryReplicatorTests", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", "FerryNet", "FerryReplicator", "FerryTesting"]),
-        .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting"]),
+        .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting",
+                                                         .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FerryCLITests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
         .testTarget(name: "FerrySimulationTests", dependencies: ["FerrySimulation"]),
     ]

@@ -26,6 +26,12 @@ int ferry_write_and_drop(int fd, long long offset, long long count) {
     return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
 }
 
+/* Drops a range of a file from the page cache without waiting: pages not yet written back
+   stay (a copy written on a thread that must not block on the disk). */
+int ferry_drop_cached(int fd, long long offset, long long count) {
+    return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
+}
+
 /* rename that fails with EEXIST instead of replacing an existing file. */
 int ferry_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);

@@ -59,7 +59,8 @@ public final class Indexer {
             return recorded
         case .rescan(let reason):
             logger.info("rescanning the folder", metadata: ["reason": "\(reason)"])
-            let report = try store.batch { try store.scanAndRecord() }
+            // The agent's sessions may be writing temp files right now: they are not leftovers.
+            let report = try store.batch { try store.scanAndRecord(removingLeftovers: false) }
             recheck(report.missing.map(\.rawValue))
             return report.recorded
         }

@@ -269,6 +269,8 @@ import FerryTesting
         _ = try await shared.applyRemote([RemoteRevision(incoming: incoming, jsonBody: nil, fileTemp: temp)])[0].get()
         let placed = try #require(try FileSystem.lstat(root + "/pictures/photo.bin"))
         #expect(placed.st_ino == inode && placed.st_size == bytes.count)
+        // Sparse as the object: the 40 KiB run of zeros and the trailing ones are holes.
+        #expect(Int(placed.st_blocks) * 512 <= bytes.count - 40_960, "\(placed.st_blocks) blocks")
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: root + "/pictures/photo.bin"))) == bytes)
         #expect(try objects.read(digest) == bytes)
         #expect(try temporaryFiles(under: root).isEmpty)

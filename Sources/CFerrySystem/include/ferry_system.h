@@ -4,6 +4,7 @@
 int ferry_syncfs(int fd);
 int ferry_start_writeback(int fd, long long offset, long long count);
 int ferry_write_and_drop(int fd, long long offset, long long count);
+int ferry_drop_cached(int fd, long long offset, long long count);
 int ferry_rename_noreplace(const char *from, const char *to);
 int ferry_rename_exchange(const char *a, const char *b);
 /// Fills buffer with count random bytes from the kernel (getrandom; 0, or -1 with errno).

@@ -66,8 +66,9 @@ extension PeerSession {
         await withCheckedContinuation { budget.takeFetchTurn($0) }
         defer { budget.endFetchTurn() }
         let writer = try objects.beginWrite(expected: digest)
-        // No temp file where the document cannot go (a symbolic link or a file above it).
-        if let document, shared.layout.placementProblem(of: document.rawValue) == nil {
+        // No temp file where the document cannot go (a symbolic link or a file above it), nor
+        // where the folder ignores it (its directory would be made for nothing).
+        if let document, shared.layout.placementProblem(of: document.rawValue) == nil, !shared.ignores(document) {
             writer.copyBeside(shared.layout.path(of: document.rawValue))
         }
         var complete = false

@@ -86,7 +86,7 @@ public enum FileSystem {
     /// holes: only the data `SEEK_DATA`/`SEEK_HOLE` find is copied, so a sparse object makes a
     /// sparse file.
     public static func copyAll(from input: Int32, to output: Int32, path: String) throws(StoreError) {
-        var writeback = WritebackStarter(fd: output, dropBehind: true)
+        var writeback = WritebackStarter(fd: output, dropBehind: .waiting)
         var st = stat()
         guard fstat(input, &st) == 0 else { throw StoreError.system("cannot stat the source of", path: path) }
         let size = off_t(st.st_size)
@@ -386,15 +386,28 @@ public enum FileSystem {
 struct WritebackStarter {
     /// Bytes between two writeback requests; smaller files are left to the fsync alone.
     static let stride = 8 << 20
+
+    /// Whether the written ranges leave the page cache (for a second copy of bytes cached
+    /// already: keeping both would fill twice the memory).
+    enum DropBehind {
+        /// They stay.
+        case no
+        /// Each range is dropped once it is on disk, waiting for it if need be (on a thread of
+        /// the store's own).
+        case waiting
+        /// Each range is dropped two strides later, without waiting: pages not yet written
+        /// back stay (on a thread of the shared pool, which must not block on the disk).
+        case whenWritten
+    }
+
     let fd: Int32
-    /// Also drop each range from the page cache once it is on disk (for a copy of an object
-    /// whose pages are cached already: keeping both would fill twice the memory).
-    let dropBehind: Bool
+    let dropBehind: DropBehind
     private var written = 0
     private var started = 0
     private var previous: (offset: Int, count: Int)?
+    private var older: (offset: Int, count: Int)?
 
-    init(fd: Int32, dropBehind: Bool = false) {
+    init(fd: Int32, dropBehind: DropBehind = .no) {
         self.fd = fd
         self.dropBehind = dropBehind
     }
@@ -404,7 +417,12 @@ struct WritebackStarter {
         written += count
         guard written - started >= Self.stride else { return }
         _ = ferry_start_writeback(fd, Int64(started), Int64(written - started))  // a hint: failure is harmless
-        if dropBehind, let p = previous { _ = ferry_write_and_drop(fd, Int64(p.offset), Int64(p.count)) }
+        switch dropBehind {
+        case .no: break
+        case .waiting: if let p = previous { _ = ferry_write_and_drop(fd, Int64(p.offset), Int64(p.count)) }
+        case .whenWritten: if let o = older { _ = ferry_drop_cached(fd, Int64(o.offset), Int64(o.count)) }
+        }
+        older = previous
         previous = (started, written - started)
         started = written
     }

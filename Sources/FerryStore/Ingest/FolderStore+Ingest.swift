@@ -259,13 +259,17 @@ extension FolderStore {
     /// Records every change in the folder: new and changed files, and deletions of documents
     /// whose files are gone. Used by `init`, `scan`, and the agent's startup scan (which walks
     /// the folder on another thread while the log is read, and passes the walk in).
-    public func scanAndRecord(rules: IgnoreRules? = nil, prescanned: (found: [FolderScanner.Found], skipped: [FolderScanner.Skipped])? = nil) throws -> ScanReport {
+    /// `removingLeftovers`: ferry's temp files found are a killed writer's, and removed; not so
+    /// for a rescan while this process's sessions write theirs (a blob's copy lives as long as
+    /// its fetch).
+    public func scanAndRecord(rules: IgnoreRules? = nil, prescanned: (found: [FolderScanner.Found], skipped: [FolderScanner.Skipped])? = nil,
+                              removingLeftovers: Bool = true) throws -> ScanReport {
         let activeRules = rules ?? IgnoreRules.load(root: root)
         let (found, skipped) = try prescanned ?? FolderScanner(root: root, rules: activeRules).scan()
         var report = ScanReport(skipped: skipped.filter { $0.reason != FolderScanner.interruptedWrite })
         // A writer killed between writing a temp file and renaming it left this: the lock
-        // proves no writer owns it now.
-        for leftover in skipped where leftover.reason == FolderScanner.interruptedWrite && isWritable {
+        // proves no other process owns it now.
+        for leftover in skipped where leftover.reason == FolderScanner.interruptedWrite && isWritable && removingLeftovers {
             unlink(layout.path(of: leftover.path))
         }
         let now = wallClockNanoseconds()

@@ -298,8 +298,9 @@ public final class PendingObject {
         let path = FolderScanner.temporaryPath(beside: document)
         guard let fd = try? FileSystem.createNew(path) else { return }
         // Its pages are dropped once written back: the object's stay cached, and one copy in
-        // memory is enough (as `FileSystem.copyAll` does).
-        copy = DocumentCopy(temp: path, fd: fd, writeback: WritebackStarter(fd: fd, dropBehind: true))
+        // memory is enough (as `FileSystem.copyAll` does, but without waiting for the disk:
+        // this runs on a session's thread).
+        copy = DocumentCopy(temp: path, fd: fd, writeback: WritebackStarter(fd: fd, dropBehind: .whenWritten))
     }
 
     /// Appends a piece.
