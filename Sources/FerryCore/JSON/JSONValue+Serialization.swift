@@ -115,7 +115,7 @@ enum JSONWriter {
             return
         }
         withUnsafeTemporaryAllocation(of: Dictionary<String, JSONValue>.Index.self, capacity: count) { order in
-            _ = order.initialize(repeating: object.startIndex)
+            order.initialize(repeating: object.startIndex)
             defer { order.baseAddress!.deinitialize(count: count) }
             var n = 0
             var index = object.startIndex

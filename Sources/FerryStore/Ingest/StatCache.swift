@@ -108,7 +108,8 @@ public struct StatCache: Sendable {
             defer { first = false }
             if first, let summary = parseSummary(line) {
                 cache.summary = summary
-            } else if var (doc, entry) = parseLine(line) {
+            } else if let (doc, read) = parseLine(line) {
+                var entry = read
                 entry.racy = entry.fingerprint.mtime >= saved - racyWindow
                 cache.boxes[doc] = .some(EntryBox(entry))
             }
