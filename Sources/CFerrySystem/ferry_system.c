@@ -23,7 +23,7 @@ int ferry_write_and_drop(int fd, long long offset, long long count) {
     int r = sync_file_range(fd, offset, count,
                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
     if (r != 0) return r;
-    return posix_fadvise(fd, offset, count, POSIX_FADV_DONTNEED);
+    return ferry_drop_cached(fd, offset, count);
 }
 
 /* Drops a range of a file from the page cache without waiting: pages not yet written back

@@ -285,15 +285,9 @@ extension FolderStore {
     /// they are those of the first look since its last flush: `.ferryignore` is looked at
     /// once per flush (at most `batch`'s `flushEvery` documents), not once per document.
     func localIgnoreRules() -> IgnoreRules {
-        if objects.batch != nil, let cached = ignoreCache, cached.batchChecked { return cached.rules }
-        let fingerprint = FileFingerprint.of(layout.ignoreFile)
-        if let cached = ignoreCache, cached.fingerprint == fingerprint {
-            ignoreCache?.batchChecked = objects.batch != nil
-            return cached.rules
-        }
-        let rules = IgnoreRules.load(root: root)
-        ignoreCache = (fingerprint, rules, objects.batch != nil)
-        return rules
+        if objects.batch != nil, ignoreCheckedInBatch, let rules = ignoreCache.last { return rules }
+        ignoreCheckedInBatch = objects.batch != nil
+        return ignoreCache.current(layout)
     }
 
     /// Tries again every held-back document whose way is clear now (the user moved the link

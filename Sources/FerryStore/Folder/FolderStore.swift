@@ -39,10 +39,11 @@ public final class FolderStore {
     /// file) holds its name. Their revisions are kept; `ferry conflicts` and `ferry status`
     /// list them; each is tried again whenever the document changes or the folder is scanned.
     public internal(set) var heldBack: [DocumentID: String] = [:]
-    /// `.ferryignore`'s rules as last read, with the file's fingerprint then (read again when
-    /// it changes) and whether the open batch has looked at it since its last flush: a peer's
+    /// `.ferryignore`'s rules as last read (read again when it changes).
+    var ignoreCache = IgnoreFileCache()
+    /// Whether the open batch has looked at `.ferryignore` since its last flush: a peer's
     /// revision is never written over a path this folder ignored at that look.
-    var ignoreCache: (fingerprint: FileFingerprint?, rules: IgnoreRules, batchChecked: Bool)?
+    var ignoreCheckedInBatch = false
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
     /// What each large JSON file held when this store last read or wrote it.
@@ -274,7 +275,7 @@ public final class FolderStore {
         batchFlushThreshold = flushEvery
         defer {
             objects.batch = nil
-            ignoreCache?.batchChecked = false
+            ignoreCheckedInBatch = false
             batchFlushThreshold = nil
             objects.packs.forgetUnlogged()
         }
@@ -304,7 +305,7 @@ public final class FolderStore {
     var statCacheWaitsForBatch = false
 
     func flushBatch() throws(StoreError) {
-        ignoreCache?.batchChecked = false
+        ignoreCheckedInBatch = false
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
         objects.packs.logged(pendingEntries.lazy.compactMap(\.object))

@@ -33,8 +33,8 @@ public actor SharedStore {
     /// The folder's counts and problems as of the last operation (`summary`).
     private nonisolated let summaryBox: Mutex<FolderSummary>
 
-    /// `.ferryignore` as last read for a session (`ignores`), with the fingerprint it had.
-    private nonisolated let ignoreRules = Mutex<(fingerprint: FileFingerprint?, rules: IgnoreRules)?>(nil)
+    /// `.ferryignore` as last read for a session (`ignores`).
+    private nonisolated let ignoreRules = Mutex(IgnoreFileCache())
 
     /// The store's own thread, or the executor it was given.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -104,14 +104,7 @@ public actor SharedStore {
     /// when it changed): a session writes nothing for it beside the document. The store checks
     /// again when it takes the revision.
     public nonisolated func ignores(_ doc: DocumentID) -> Bool {
-        let fingerprint = FileFingerprint.of(layout.ignoreFile)
-        let rules = ignoreRules.withLock { cached in
-            if let cached, cached.fingerprint == fingerprint { return cached.rules }
-            let rules = IgnoreRules.load(root: layout.root)
-            cached = (fingerprint, rules)
-            return rules
-        }
-        return rules.isIgnored(doc.rawValue, isDirectory: false)
+        ignoreRules.withLock { $0.current(layout) }.isIgnored(doc.rawValue, isDirectory: false)
     }
 
     /// True when the blob `digest` is stored, or fetched and waiting for the next batch: a

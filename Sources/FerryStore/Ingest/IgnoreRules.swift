@@ -138,3 +138,22 @@ public struct IgnoreRules: Sendable {
         name.utf8.count == 9 && name.hasPrefix("sed") && name.utf8.dropFirst(3).allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) }
     }
 }
+
+/// A folder's ignore rules as last read, with the fingerprint `.ferryignore` had then: read
+/// again only when that changes (the store's writer and the sessions each keep one).
+struct IgnoreFileCache: Sendable {
+    private var loaded: (fingerprint: FileFingerprint?, rules: IgnoreRules)?
+
+    /// The rules last read, without looking at the file (nil before the first look).
+    var last: IgnoreRules? { loaded?.rules }
+
+    /// The rules of the folder at `layout` now: `.ferryignore` is looked at, and read again if
+    /// it changed since the last look.
+    mutating func current(_ layout: FolderLayout) -> IgnoreRules {
+        let fingerprint = FileFingerprint.of(layout.ignoreFile)
+        if let loaded, loaded.fingerprint == fingerprint { return loaded.rules }
+        let rules = IgnoreRules.load(root: layout.root)
+        loaded = (fingerprint, rules)
+        return rules
+    }
+}
