@@ -269,22 +269,22 @@ public final class ObjectStore {
 /// written, as it arrives, into a temp file beside the document (`copyBeside`): the batch then
 /// renames that into place instead of copying the object after the last byte.
 public final class PendingObject {
+    /// The object's temp file; nil once finished or abandoned.
+    private var object: StreamedFile?
+    /// The path of the object's temp file.
     let temp: String
-    var fd: Int32
     let expected: BlobDigest
     var hasher = BlobHasher()
-    var writeback: WritebackStarter
     /// The document's copy while it is written (`copyBeside`).
-    private var copy: DocumentCopy?
+    private var copy: StreamedFile?
     /// The document's temp file holding the verified bytes, once `finishVerified` succeeded
     /// with a copy; the caller hands it to the store (`RemoteRevision.fileTemp`) or removes it.
     public private(set) var documentTemp: String?
 
     init(temp: String, fd: Int32, expected: BlobDigest) {
         self.temp = temp
-        self.fd = fd
+        self.object = StreamedFile(path: temp, fd: fd, dropBehind: .no)
         self.expected = expected
-        self.writeback = WritebackStarter(fd: fd)
     }
 
     /// Bytes written so far.
@@ -294,31 +294,29 @@ public final class PendingObject {
     /// caller checked: no link or file above it). Call before the first piece. A copy that
     /// cannot be made or written is dropped: the store copies the object instead.
     public func copyBeside(_ document: String) {
-        precondition(fd >= 0 && hasher.count == 0, "the copy starts with the first piece")
+        precondition(object != nil && hasher.count == 0, "the copy starts with the first piece")
         let path = FolderScanner.temporaryPath(beside: document)
         guard let fd = try? FileSystem.createNew(path) else { return }
         // Its pages are dropped once written back: the object's stay cached, and one copy in
         // memory is enough (as `FileSystem.copyAll` does, but without waiting for the disk:
         // this runs on a session's thread).
-        copy = DocumentCopy(temp: path, fd: fd, writeback: WritebackStarter(fd: fd, dropBehind: .whenWritten))
+        copy = StreamedFile(path: path, fd: fd, dropBehind: .whenWritten)
     }
 
     /// Appends a piece.
     public func append(_ bytes: ArraySlice<UInt8>) throws(StoreError) {
-        precondition(fd >= 0, "object already finished")
+        precondition(object != nil, "object already finished")
         let result = bytes.withUnsafeBytes { piece in
             hasher.update(piece)
             return Result { () throws(StoreError) in
-                try FileSystem.writeSkippingZeros(fd, piece, path: temp)
-                if let copy, (try? FileSystem.writeSkippingZeros(copy.fd, piece, path: copy.temp)) == nil { dropCopy() }
+                try object!.append(piece)
+                if copy != nil, (try? copy!.append(piece)) == nil { copy.take()?.remove() }
             }
         }
         do { try result.get() } catch {
             abandon()
             throw error
         }
-        writeback.wrote(bytes.count)
-        copy?.writeback.wrote(bytes.count)
     }
 
     /// Appends a piece.
@@ -331,54 +329,63 @@ public final class PendingObject {
     /// (`ObjectStore.adopt`) makes it durable with everything else the batch wrote. The
     /// document's copy, if any, is then `documentTemp`.
     func finishVerified() throws(StoreError) -> String {
-        precondition(fd >= 0, "object already finished")
+        precondition(object != nil, "object already finished")
         let digest = hasher.finalize()
         guard digest == expected else {
             abandon()
             throw StoreError(.corrupt, "received bytes hash to \(digest), not the announced \(expected); discarded")
         }
-        // A trailing run of zeros was skipped, not written: the size says it is there.
-        if ftruncate(fd, off_t(hasher.count)) != 0 {
+        guard object.take()!.finish(size: hasher.count) else {
             let error = StoreError.system("cannot set the size of", path: temp)
             abandon()
             throw error
         }
-        close(fd)
-        fd = -1
-        if let copy {
-            if ftruncate(copy.fd, off_t(hasher.count)) == 0 {
-                close(copy.fd)
-                documentTemp = copy.temp
-                self.copy = nil
-            } else {
-                dropCopy()
-            }
+        if let copy = copy.take() {
+            if copy.finish(size: hasher.count) { documentTemp = copy.path } else { unlink(copy.path) }
         }
         return temp
     }
 
     /// Drops what was written.
     public func abandon() {
-        if fd >= 0 { close(fd); fd = -1 }
-        unlink(temp)
-        dropCopy()
+        object.take()?.remove()
+        unlink(temp)  // also after a failed finish, which closed it
+        copy.take()?.remove()
     }
 
-    private func dropCopy() {
-        guard let copy else { return }
-        close(copy.fd)
-        unlink(copy.temp)
-        self.copy = nil
-    }
-
-    deinit { if fd >= 0 { abandon() } }
+    deinit { if object != nil { abandon() } }
 }
 
-/// A document's temp file that a blob's pieces are written into as they arrive.
-private struct DocumentCopy {
-    let temp: String
+/// A temp file written piece by piece as bytes arrive: runs of zeros left as holes, its
+/// writeback started as it grows (`WritebackStarter`).
+private struct StreamedFile {
+    let path: String
     let fd: Int32
     var writeback: WritebackStarter
+
+    init(path: String, fd: Int32, dropBehind: WritebackStarter.DropBehind) {
+        self.path = path
+        self.fd = fd
+        self.writeback = WritebackStarter(fd: fd, dropBehind: dropBehind)
+    }
+
+    mutating func append(_ piece: UnsafeRawBufferPointer) throws(StoreError) {
+        try FileSystem.writeSkippingZeros(fd, piece, path: path)
+        writeback.wrote(piece.count)
+    }
+
+    /// Sets its size (a trailing run of zeros was skipped, not written) and closes it; false
+    /// when the size could not be set.
+    func finish(size: Int) -> Bool {
+        defer { close(fd) }
+        return ftruncate(fd, off_t(size)) == 0
+    }
+
+    /// Closes and removes it.
+    func remove() {
+        close(fd)
+        unlink(path)
+    }
 }
 
 /// Groups the fsyncs of many writes (a large folder's `init`, a batch of revisions from a
