@@ -12,10 +12,16 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(FuzzJSON FuzzFrames FuzzBLIP FuzzLogLines)
 
 echo "fuzz: building the targets with -sanitize=fuzzer…"
-swift build -Xswiftc -sanitize=fuzzer 2>&1 | grep -E "error|warning: |Build complete" || true
-mkdir -p crashes
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A failed build must not leave an older binary to be fuzzed in its place.
+if ! swift build -Xswiftc -sanitize=fuzzer > "$work/build.log" 2>&1; then
+    grep -E "error" "$work/build.log" | sort -u | head -20
+    echo "fuzz: the build failed"
+    exit 1
+fi
+grep -E "warning: |Build complete" "$work/build.log" || true
+mkdir -p crashes
 for target in "${targets[@]}"; do
     seeds="Corpus/$(echo "${target#Fuzz}" | tr '[:upper:]' '[:lower:]')"
     mkdir -p "$work/$target"

@@ -185,6 +185,19 @@ import FerryTesting
                 == "[123456789012345678901234567890,1234567890123456789000000000000000000000]")
     }
 
+    /// The exponent bound holds for what the canonical text writes, so every number that
+    /// parses has a canonical form that parses back (found by FuzzJSON: `5.9e+1000000000`).
+    @Test func everyParsedNumbersCanonicalExponentParsesBack() throws {
+        for text in ["59e999999999", "0.01e-999999999", "0.0000005e-999999999", "-12.5e999999999"] {
+            #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(Array(text.utf8)) }
+        }
+        for text in ["5e999999999", "1.5e999999999", "0.5e999999999", "10e999999998", "-12.5e999999998", "5e-999999998",
+                     "1e-999999999", "0.0e999999999", "-0.000e-999999999"] {
+            let value = try JSONParser.parse(Array(text.utf8))
+            #expect(try JSONParser.parse(value.canonicalBytes) == value, "\(text)")
+        }
+    }
+
     /// `prettySize` counts exactly what `prettyBytes` writes, and stops past its limit.
     @Test func prettySizeIsThePrettyPrintedLength() throws {
         let value = try JSONParser.parse(Array(#"{"a": [1, {"b": [], "c": {}}, [[2, 3]]], "d": "e", "f": {"g": null}}"#.utf8))

@@ -31,11 +31,34 @@ import FerryCore
         let text = String(decoding: FrameCodec.encode(.request(number: 3, noReply: false,
                           .rev(doc: doc, rev: r2, history: [r1], sequence: 9, body: .deleted, merged: loser))), as: UTF8.self)
         #expect(text.contains("\"merged\":\"1-bb\""), "\(text)")
-        // Stored canonical bytes go out as they are and come back as the value they encode.
-        let stored = JSONValue.object(["a": 1, "list": [true, "x"]])
-        let raw = Frame.request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .canonicalJSON(stored.canonicalBytes)))
-        #expect(try FrameCodec.decode(FrameCodec.encode(raw)) { _ in nil }
-                == .request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .json(stored))))
+        // Stored canonical bytes go out as they are and come back as those bytes, checked, with
+        // what the store needs of them.
+        let image = BlobReference(digest: blob.digest, length: 3, contentType: "image/png")
+        let stored = JSONValue.object(["a": 1, "list": [true, "x", ["image": image.json]]])
+        let raw = Frame.request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7,
+                                                                body: .canonicalJSON(CanonicalBody(stored.canonicalBytes))))
+        let decoded = try FrameCodec.decode(FrameCodec.encode(raw)) { _ in nil }
+        #expect(decoded == .request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .json(stored))))
+        guard case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body), _, _)) = decoded else {
+            Issue.record("a canonical body was parsed: \(decoded)")
+            return
+        }
+        #expect(body.bytes == stored.canonicalBytes)
+        #expect(body.checked?.prettySize == stored.prettyBytes.count)
+        #expect(body.checked?.blobReferences == [image])
+        // A body that is not canonical (a peer's own serializer) is parsed into a value.
+        let small = Frame.request(number: 8, noReply: false, .rev(doc: doc, rev: r2, history: [r1], sequence: 7, body: .json(["a": 2, "b": 1])))
+        let smallText = String(decoding: FrameCodec.encode(small), as: UTF8.self)
+        #expect(smallText.contains(#""body":{"a":2,"b":1}"#))
+        let spaced = smallText.replacingOccurrences(of: #""body":{"a":2,"b":1}"#, with: #""body":{"b": 1, "a": 2}"#)
+        guard case .request(_, _, .rev(_, _, _, _, .json(let parsed), _, _)) = try FrameCodec.decode(Array(spaced.utf8), requestType: { _ in nil }) else {
+            Issue.record("a body that is not canonical was not parsed")
+            return
+        }
+        #expect(parsed == ["a": 2, "b": 1])
+        // One body only, kept or parsed.
+        let twice = smallText.replacingOccurrences(of: #""body":{"a":2,"b":1}"#, with: #""body":{"a":2,"b":1},"body":{"a":2,"b":1}"#)
+        #expect(throws: ProtocolError.self) { try FrameCodec.decode(Array(twice.utf8)) { _ in nil } }
         try roundTrip(.norev(doc: doc, rev: r2, sequence: 3, status: 404, reason: "gone"), noReply: true)
         try roundTrip(.getAttachment(digest: blob.digest))
         try roundTrip(.getAttachment(digest: blob.digest, offset: 8 << 20, length: 8 << 20))

@@ -78,7 +78,7 @@ import FerryTesting
 
         func push(_ doc: String, _ text: String, revisionOf canonical: String) async throws -> Response? {
             let rev = RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of(Array(canonical.utf8)))
-            let sent = peer.send(.rev(doc: try DocumentID(doc), rev: rev, history: [], sequence: 1, body: .canonicalJSON(Array(text.utf8))))
+            let sent = peer.send(.rev(doc: try DocumentID(doc), rev: rev, history: [], sequence: 1, body: .canonicalJSON(CanonicalBody(Array(text.utf8)))))
             var answers = sent.answer.makeAsyncIterator()
             return await answers.next()
         }
@@ -89,6 +89,11 @@ import FerryTesting
         let unordered = try await push("note.json", #"{"text": "buy apples", "count": 2}"#, revisionOf: #"{"count":2,"text":"buy apples"}"#)
         // The id of the bytes as sent is not the revision they make: refused.
         let lie = try await push("other.json", #"{"b": 1, "a": 2}"#, revisionOf: #"{"b": 1, "a": 2}"#)
+        // Canonical bytes: checked, and stored as they are, without a tree made of them.
+        let canonical = #"{"count":3,"deep":{"list":[1,-2.5,"\u001f",{}]},"text":"pears"}"#
+        let checked = try await push("pears.json", canonical, revisionOf: canonical)
+        // Canonical bytes under another body's id: refused as the parsed ones are.
+        let checkedLie = try await push("plums.json", #"{"a":1}"#, revisionOf: #"{"a":2}"#)
         await peer.close(code: 1000, reason: "done")
         await serving
 
@@ -97,9 +102,13 @@ import FerryTesting
         }
         #expect(status == 400)
         #expect(unordered == .ok)
+        #expect(checked == .ok)
+        guard case .error(400, _)? = checkedLie else { Issue.record("a lie in canonical bytes: \(String(describing: checkedLie))"); return }
+        let pears = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(folder)/pears.json"))))
+        #expect(pears.canonicalString == canonical)
         let stored = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: "\(folder)/note.json"))))
         #expect(stored == (try JSONParser.parse(Array(#"{"count":2,"text":"buy apples"}"#.utf8))))
-        for refused in ["list.json", "junk.json", "other.json"] {
+        for refused in ["list.json", "junk.json", "other.json", "plums.json"] {
             #expect(!FileManager.default.fileExists(atPath: "\(folder)/\(refused)"), "\(refused)")
         }
         let verify = try FerryProcess.ferry(["verify"], in: folder)

@@ -16,6 +16,12 @@ runFuzzer { bytes in
             fatalError("an encoded frame does not decode: \(String(decoding: text, as: UTF8.self))")
         }
         guard again == frame else { fatalError("an encoded frame decodes to another frame") }
+        // A body taken as its bytes is a value's canonical form.
+        if case .request(_, _, .rev(_, _, _, _, .canonicalJSON(let body), _, _)) = frame {
+            guard body.checked != nil, let value = try? JSONParser.parse(body.bytes), value.canonicalBytes == body.bytes else {
+                fatalError("a body taken as its bytes is not canonical: \(String(decoding: body.bytes, as: UTF8.self))")
+            }
+        }
     }
     if let chunk = try? BlobChunk.decode(bytes) {
         guard chunk.encoded() == bytes else { fatalError("a binary frame does not re-encode to its bytes") }

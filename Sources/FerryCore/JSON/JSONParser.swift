@@ -24,11 +24,30 @@ public struct JSONParser {
         return try parser.parseDocument()
     }
 
+    /// Parses a whole text that is a JSON object, except that the top-level member named
+    /// `member` is not parsed where its value is a canonical object's text
+    /// (`CanonicalJSONCheck`): it is left out of the members and its range in `buffer` is
+    /// returned instead, with what the check found. A frame carrying a document's body passes
+    /// the body on as the bytes it is, checked, without a tree made of it. `members` is nil
+    /// when the text is JSON but not an object.
+    public static func parseObject(buffer: UnsafeBufferPointer<UInt8>, keepingCanonical member: String)
+        throws(JSONSyntaxError) -> (members: [String: JSONValue]?, kept: (range: Range<Int>, facts: CanonicalJSONFacts)?) {
+        var parser = Cursor(buffer)
+        parser.keep = member
+        guard case .object(var members) = try parser.parseDocument() else { return (nil, nil) }
+        if parser.kept != nil { members[member] = nil }
+        return (members, parser.kept)
+    }
+
     /// The state of one parse over a byte buffer.
     struct Cursor {
         let buf: UnsafeBufferPointer<UInt8>
         var pos = 0
         var depth = 0
+        /// The top-level member to check as canonical text instead of parsing (`parseObject`).
+        var keep: String?
+        /// Where it was, and what its check found.
+        var kept: (range: Range<Int>, facts: CanonicalJSONFacts)?
 
         init(_ buf: UnsafeBufferPointer<UInt8>) { self.buf = buf }
 
@@ -130,7 +149,16 @@ public struct JSONParser {
                 }
                 pos += 1
                 skipWhitespace()
-                let value = try parseValue()
+                let value: JSONValue
+                if depth == 1, let keep, key == keep, let (end, facts) = CanonicalJSONCheck.object(in: buf, at: pos) {
+                    // Stands in for the member until the parse ends, so that a second one is
+                    // still a duplicate.
+                    value = .null
+                    kept = (pos..<end, facts)
+                    pos = end
+                } else {
+                    value = try parseValue()
+                }
                 if members.updateValue(value, forKey: key) != nil {
                     throw error("duplicate key \"\(key)\"", at: keyStart)
                 }
@@ -213,7 +241,14 @@ public struct JSONParser {
             raw.reserveCapacity(intEnd - intStart + fracEnd - fracStart)
             raw += UnsafeBufferPointer(rebasing: buf[intStart..<intEnd])
             raw += UnsafeBufferPointer(rebasing: buf[fracStart..<fracEnd])
-            return JSONNumber(parsedNegative: negative, rawDigits: raw[...], exponent: (intEnd - intStart) + exp)
+            let number = JSONNumber(parsedNegative: negative, rawDigits: raw[...], exponent: (intEnd - intStart) + exp)
+            // The bound holds for the exponent the canonical text writes (one digit before the
+            // point), not only the one in the input: `59e999999999` and `0.01e-999999999` move
+            // past it once their digits are normalized, and would not parse back.
+            if (number.exponent - 1).magnitude > 999_999_999 {
+                throw error("number exponent out of range", at: start)
+            }
+            return number
         }
 
         @inline(__always) func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
@@ -283,19 +318,8 @@ public struct JSONParser {
 
         mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
             guard pos + 4 <= buf.count else { throw error("incomplete \\u escape") }
-            var v: UInt32 = 0
-            for _ in 0..<4 {
-                let b = buf[pos]
-                let d: UInt32
-                switch b {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(b - UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(b - UInt8(ascii: "a") + 10)
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(b - UInt8(ascii: "A") + 10)
-                default: throw error("invalid hex digit in \\u escape")
-                }
-                v = v << 4 | d
-                pos += 1
-            }
+            guard let v = JSONText.hex4(in: buf, at: pos) else { throw error("invalid hex digit in \\u escape") }
+            pos += 4
             return v
         }
 

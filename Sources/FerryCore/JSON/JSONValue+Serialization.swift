@@ -174,6 +174,22 @@ enum JSONWriter {
     static let hexDigits = Array("0123456789abcdef".utf8)
     static let nullText = Array("null".utf8), trueText = Array("true".utf8), falseText = Array("false".utf8)
 
+    /// The escape of a quote, a backslash or a control character: short where JSON has one,
+    /// `\u00xx` in lower-case hex otherwise.
+    static func writeEscape(of b: UInt8, into out: inout [UInt8]) {
+        switch b {
+        case 0x22: out += [0x5C, 0x22]
+        case 0x5C: out += [0x5C, 0x5C]
+        case 0x08: out += [0x5C, UInt8(ascii: "b")]
+        case 0x09: out += [0x5C, UInt8(ascii: "t")]
+        case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+        case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+        case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+        default:
+            out += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]]
+        }
+    }
+
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var s = s
@@ -185,17 +201,7 @@ enum JSONWriter {
                 guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
                 if start < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i])) }
                 start = i + 1
-                switch b {
-                case 0x22: out += [0x5C, 0x22]
-                case 0x5C: out += [0x5C, 0x5C]
-                case 0x08: out += [0x5C, UInt8(ascii: "b")]
-                case 0x09: out += [0x5C, UInt8(ascii: "t")]
-                case 0x0A: out += [0x5C, UInt8(ascii: "n")]
-                case 0x0C: out += [0x5C, UInt8(ascii: "f")]
-                case 0x0D: out += [0x5C, UInt8(ascii: "r")]
-                default:
-                    out += [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]]
-                }
+                writeEscape(of: b, into: &out)
             }
             if start < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
         }

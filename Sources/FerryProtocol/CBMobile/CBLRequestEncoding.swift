@@ -56,8 +56,8 @@ enum CBLRequestEncoding {
                 properties["deleted"] = "1"
             case .json(let value):
                 json = try CBLBodies.toCBL(value, aliases: aliases)
-            case .canonicalJSON(let bytes):
-                guard let value = try? JSONParser.parse(bytes) else { throw CBLInteropError(status: 500, "the stored body of \(doc)@\(rev) is not JSON") }
+            case .canonicalJSON(let body):
+                guard let value = try? JSONParser.parse(body.bytes) else { throw CBLInteropError(status: 500, "the stored body of \(doc)@\(rev) is not JSON") }
                 json = try CBLBodies.toCBL(value, aliases: aliases)
             case .blob(let ref):
                 json = try CBLBodies.fileBody(ref, aliases: aliases)

@@ -71,7 +71,24 @@ public enum ProposeAnswer: Int, Sendable, Equatable {
     case conflict = 409
 }
 
-/// A revision's body as carried by `rev`.
+/// A JSON document's body as canonical bytes: a store's own, which its serializer made
+/// (`checked` nil), or a peer's, checked to be canonical as they were decoded
+/// (`CanonicalJSONCheck`), with what the check found.
+public struct CanonicalBody: Sendable {
+    /// The canonical text of a JSON object.
+    public let bytes: [UInt8]
+    /// What `CanonicalJSONCheck` found in them, if they were checked.
+    public let checked: CanonicalJSONFacts?
+
+    /// A body of canonical bytes, checked or not.
+    public init(_ bytes: [UInt8], checked: CanonicalJSONFacts? = nil) {
+        self.bytes = bytes
+        self.checked = checked
+    }
+}
+
+/// A revision's body as carried by `rev`. Two bodies are equal when they are the same
+/// revision body: a JSON value equals canonical bytes that are its canonical text.
 public enum RevisionBody: Sendable, Equatable {
     /// A deletion: no body.
     case deleted
@@ -79,13 +96,27 @@ public enum RevisionBody: Sendable, Equatable {
     case json(JSONValue)
     /// A file document's body: a blob the receiver fetches with `getAttachment` if missing.
     case blob(BlobReference)
-    /// A JSON document's body as the canonical bytes a store holds, sent as they are (the
-    /// frame's `body`, like `.json`; a receiver decodes it as `.json`). Parsing a stored body
-    /// only to write it out again cost the sender more than the rest of the frame.
-    case canonicalJSON([UInt8])
+    /// A JSON document's body as canonical bytes, as a store holds them: sent as they are
+    /// (the frame's `body`, like `.json`), and decoded as they are where they check as
+    /// canonical. Parsing a stored body only to write it out again cost the sender more than
+    /// the rest of the frame, and the receiver most of a large body's time.
+    case canonicalJSON(CanonicalBody)
     /// A JSON document's body as a delta (`JSONDelta`) against `base`, a revision the
     /// receiver said it has; only when both sides agreed on the `delta` feature.
     case delta(base: RevisionID, delta: JSONValue)
+
+    /// The same body, however each is held.
+    public static func == (a: RevisionBody, b: RevisionBody) -> Bool {
+        switch (a, b) {
+        case (.deleted, .deleted): return true
+        case let (.json(x), .json(y)): return x == y
+        case let (.blob(x), .blob(y)): return x == y
+        case let (.canonicalJSON(x), .canonicalJSON(y)): return x.bytes == y.bytes
+        case let (.json(x), .canonicalJSON(y)), let (.canonicalJSON(y), .json(x)): return x.canonicalBytes == y.bytes
+        case let (.delta(x, d), .delta(y, e)): return x == y && d == e
+        default: return false
+        }
+    }
 }
 
 /// Optional features negotiated in `hello`.

@@ -16,7 +16,7 @@ public enum FrameCodec {
             // Spliced in as stored, in place of the object's closing brace.
             out.removeLast()
             out += Array(#","body":"#.utf8)
-            out += body
+            out += body.bytes
             out.append(UInt8(ascii: "}"))
         }
         return out
@@ -118,12 +118,19 @@ public enum FrameCodec {
         guard bytes.count <= limits.maxTextFrameBytes else {
             throw ProtocolError(.tooLarge, "text frame of \(bytes.count) bytes exceeds \(limits.maxTextFrameBytes)")
         }
-        let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch {
+        // A `rev`'s body is taken as the bytes it is where they are canonical, as a ferry peer
+        // sends them (`CanonicalJSONCheck`); the store writes those bytes without a tree.
+        let parsed: (members: [String: JSONValue]?, kept: (range: Range<Int>, facts: CanonicalJSONFacts)?)
+        do {
+            parsed = try bytes.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) in
+                try JSONParser.parseObject(buffer: buffer, keepingCanonical: "body")
+            }
+        } catch {
             throw ProtocolError(.malformed, "frame is not JSON (\(error))")
         }
-        guard case .object(let o) = value else { throw ProtocolError(.malformed, "frame is not a JSON object") }
-        var r = Reader(o)
+        guard let members = parsed.members else { throw ProtocolError(.malformed, "frame is not a JSON object") }
+        var r = Reader(members)
+        r.canonicalBody = parsed.kept.map { CanonicalBody(Array(bytes[$0.range]), checked: $0.facts) }
         let type = try r.string("type")
         switch type {
         case "response", "error":
@@ -181,6 +188,9 @@ public enum FrameCodec {
             let body: RevisionBody
             if try r.optionalBool("deleted") == true {
                 body = .deleted
+            } else if let canonical = r.canonicalBody {
+                guard doc.kind == .json else { throw ProtocolError(.invalidField, "body of \(doc) must be a JSON object and the document a .json one") }
+                body = .canonicalJSON(canonical)
             } else if let b = r.fields["body"] {
                 guard case .object = b, doc.kind == .json else { throw ProtocolError(.invalidField, "body of \(doc) must be a JSON object and the document a .json one") }
                 body = .json(b)
@@ -268,6 +278,8 @@ public enum FrameCodec {
 /// Typed access to a frame's fields, with one-sentence errors naming the field.
 struct Reader {
     let fields: [String: JSONValue]
+    /// The frame's `body` where it was canonical, taken as its bytes (not in `fields`).
+    var canonicalBody: CanonicalBody?
     init(_ fields: [String: JSONValue]) { self.fields = fields }
 
     func value(_ key: String) throws(ProtocolError) -> JSONValue {

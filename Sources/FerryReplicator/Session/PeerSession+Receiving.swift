@@ -90,9 +90,12 @@ extension PeerSession {
         case .json(let value):
             guard let refs = try? value.blobReferences(), refs.allSatisfy({ shared.hasBlob($0.digest) }) else { return false }
             references = refs
+        case .canonicalJSON(let canonical):
+            guard let refs = canonical.checked?.blobReferences, refs.allSatisfy({ shared.hasBlob($0.digest) }) else { return false }
+            references = refs
         case .blob(let ref):
             guard shared.hasBlob(ref.digest) else { return false }
-        case .delta, .canonicalJSON:
+        case .delta:
             return false
         }
         let remote = storable(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, references: references)
@@ -105,8 +108,9 @@ extension PeerSession {
     /// A received revision as the store takes it, from the peer on this connection; every
     /// blob its body names is here, and a delta is already rebuilt (`.json`, with its
     /// canonical bytes when they were computed to check it, and the blob references found
-    /// in it). A JSON body's files start being written now, on the folder's file worker, while
-    /// the store is busy with earlier ones.
+    /// in it). Canonical bytes are checked already (`.canonicalJSON` with `checked`). A JSON
+    /// body's files start being written now, on the folder's file worker, while the store is
+    /// busy with earlier ones.
     private func storable(doc: DocumentID, rev: RevisionID, history: [RevisionID], body: RevisionBody, merged: RevisionID?,
                           author: String?, canonical: [UInt8]? = nil, references: [BlobReference]?) -> RemoteRevision {
         var object: BlobDigest?
@@ -118,10 +122,13 @@ extension PeerSession {
         case .json(let value):
             let bytes = canonical ?? value.canonicalBytes
             (jsonBody, size) = (shared.prepare(value, canonical: bytes, references: references, for: doc), bytes.count)
+        case .canonicalJSON(let canonical):
+            guard let facts = canonical.checked else { preconditionFailure("a peer's canonical bytes are checked before they are stored") }
+            (jsonBody, size) = (shared.prepare(checked: canonical.bytes, facts: facts, for: doc), canonical.bytes.count)
         case .blob(let ref):
             (object, size) = (ref.digest, ref.length)
-        case .delta, .canonicalJSON:
-            preconditionFailure("a decoded rev carries .json; a delta is rebuilt before it is stored")
+        case .delta:
+            preconditionFailure("a delta is rebuilt before it is stored")
         }
         var isDeletion = false
         if case .deleted = body { isDeletion = true }
@@ -189,14 +196,18 @@ extension PeerSession {
         var canonical: [UInt8]?
         var references: [BlobReference]?
         var fileTemp: String?
-        if case .canonicalJSON(let bytes) = body {
-            // ferry/1's codec hands bodies over parsed; a channel that passes the sender's
-            // stored bytes through is parsed here, never trusted to be canonical (the store
-            // checks the value as it checks every received body).
-            guard let value = try? JSONParser.parse(bytes) else {
+        if case .canonicalJSON(let stored) = body, stored.checked == nil {
+            // ferry/1's codec checks canonical bodies as it decodes them; a channel that passes
+            // the sender's stored bytes through (in-process) has them checked here, never
+            // trusted, and parsed where they are not canonical (the store checks the value as
+            // it checks every received body).
+            if let facts = stored.bytes.withUnsafeBufferPointer(CanonicalJSONCheck.object) {
+                body = .canonicalJSON(CanonicalBody(stored.bytes, checked: facts))
+            } else if let value = try? JSONParser.parse(stored.bytes) {
+                body = .json(value)
+            } else {
                 return .failure(ReceiveFailure(status: 400, message: "rejected \(doc)@\(rev): its body is not JSON"))
             }
-            body = .json(value)
         }
         if case let .delta(base, delta) = body {
             switch await expand(delta, base: base, doc: doc, rev: rev, parent: history.first, merged: merged) {
@@ -210,8 +221,10 @@ extension PeerSession {
             switch body {
             case .deleted:
                 break
-            case .canonicalJSON:
-                preconditionFailure("parsed above")
+            case .canonicalJSON(let checked):
+                let refs = checked.checked?.blobReferences ?? []  // checked above
+                references = refs
+                for ref in refs where !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
             case .json(let value):
                 let refs = try value.blobReferences()
                 references = refs

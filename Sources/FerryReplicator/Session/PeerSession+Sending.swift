@@ -236,7 +236,7 @@ extension PeerSession {
         // The stored bytes go out as they are, once their digest proves them intact (a damaged
         // object gets a norev, never a broken frame).
         guard let object = node.object, let bytes = try? store.body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
-        let whole = request(.canonicalJSON(bytes))
+        let whole = request(.canonicalJSON(CanonicalBody(bytes)))
         // Known revisions come best first (the peer's current one leads).
         if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),
            let baseValue = try? store.jsonBody(of: base, doc: doc), let value = try? JSONParser.parse(bytes) {

@@ -127,7 +127,7 @@ extension FolderStore {
             removeEmptyDirectories(above: doc)
             return .removed
         }
-        if expecting != nil, case .success(let digest)? = try? digestOnDisk(doc), digest == current.object {
+        if let expecting, fileHolds(current.object, doc: doc, fingerprint: expecting) {
             fileBases[doc] = nil
             return .upToDate
         }
@@ -166,6 +166,15 @@ extension FolderStore {
         guard try installPendingFile(install) else { return .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
+    }
+
+    /// Whether the document's file, found with `fingerprint`, holds `object` already: the stat
+    /// cache proves what it holds where it can (a large file is then not read and hashed only
+    /// to learn it holds the revision before), otherwise the file is read.
+    func fileHolds(_ object: BlobDigest?, doc: DocumentID, fingerprint: FileFingerprint) -> Bool {
+        if let proven = statCache.provenObject(doc, fingerprint: fingerprint, now: wallClockNanoseconds()) { return proven == object }
+        guard case .success(let digest)? = try? digestOnDisk(doc) else { return false }
+        return digest == object
     }
 
     /// Renames a document's durable temp file over the document, unless the file changed since

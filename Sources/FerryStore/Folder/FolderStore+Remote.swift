@@ -122,8 +122,18 @@ extension FolderStore {
     /// references (`references`, its `blobReferences()`; nil when one is malformed, which is
     /// not refused here) must already be stored (`isStored`).
     static func jsonBodyRefusal(_ value: JSONValue, canonicalCount: Int, references: [BlobReference]?, isStored: (BlobDigest) -> Bool) -> String? {
-        guard case .object = value else { return "the body of a .json document must be a JSON object" }
-        if let why = jsonSizeRefusal(value, canonicalCount: canonicalCount) { return why }
+        var isObject = false
+        if case .object = value { isObject = true }
+        return jsonBodyRefusal(isObject: isObject, canonicalCount: canonicalCount, prettySize: { value.prettySize(canonicalCount: canonicalCount, limit: $0) },
+                               references: references, isStored: isStored)
+    }
+
+    /// `jsonBodyRefusal` of a body known by what it is rather than by its value: an object or
+    /// not, its canonical length, its pretty-printed length (counted up to a limit).
+    static func jsonBodyRefusal(isObject: Bool, canonicalCount: Int, prettySize: (_ limit: Int) -> Int, references: [BlobReference]?,
+                                isStored: (BlobDigest) -> Bool) -> String? {
+        guard isObject else { return "the body of a .json document must be a JSON object" }
+        if let why = jsonSizeRefusal(canonicalCount: canonicalCount, prettySize: prettySize) { return why }
         for ref in references ?? [] where !isStored(ref.digest) {
             return "it references blob \(ref.digest), which has not arrived"
         }
@@ -158,11 +168,12 @@ extension FolderStore {
     }
 
     /// Why a JSON body is too large to be a document, or nil: its file, pretty-printed as
-    /// ferry writes it, must stay within `maxJSONDocumentBytes`, the most ferry reads back
-    /// (indentation grows with depth, so this is checked before anything is written).
-    static func jsonSizeRefusal(_ value: JSONValue, canonicalCount: Int) -> String? {
+    /// ferry writes it (`prettySize`, counted up to a limit), must stay within
+    /// `maxJSONDocumentBytes`, the most ferry reads back (indentation grows with depth, so
+    /// this is checked before anything is written).
+    static func jsonSizeRefusal(canonicalCount: Int, prettySize: (_ limit: Int) -> Int) -> String? {
         let limit = maxJSONDocumentBytes
-        guard canonicalCount <= limit, value.prettySize(canonicalCount: canonicalCount, limit: limit) <= limit else {
+        guard canonicalCount <= limit, prettySize(limit) <= limit else {
             return "its file would be larger than \(limit >> 20) MiB; JSON documents must be smaller"
         }
         return nil

@@ -204,6 +204,22 @@ public actor SharedStore {
     /// from `canonical`, its canonical bytes. `references` are its `blobReferences()` as the
     /// caller found them (nil when one is malformed). `doc` is the document it is a body of.
     public nonisolated func prepare(_ value: JSONValue, canonical: [UInt8], references: [BlobReference]?, for doc: DocumentID) -> ReceivedBody {
+        prepare(canonical: canonical, references: references, for: doc) {
+            FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: hasBlob)
+        }
+    }
+
+    /// `prepare` for a body received as canonical bytes and checked to be (`CanonicalJSONCheck`):
+    /// what the check found stands in for the value.
+    public nonisolated func prepare(checked canonical: [UInt8], facts: CanonicalJSONFacts, for doc: DocumentID) -> ReceivedBody {
+        prepare(canonical: canonical, references: facts.blobReferences, for: doc) {
+            FolderStore.jsonBodyRefusal(isObject: true, canonicalCount: canonical.count, prettySize: { _ in facts.prettySize },
+                                        references: facts.blobReferences, isStored: hasBlob)
+        }
+    }
+
+    private nonisolated func prepare(canonical: [UInt8], references: [BlobReference]?, for doc: DocumentID,
+                                     refusal: () -> String?) -> ReceivedBody {
         let layout = self.layout
         // No temp file where the document cannot go (a symbolic link or a file above it): the
         // store holds such a document back (`FolderStore.heldBack`).
@@ -211,7 +227,7 @@ public actor SharedStore {
         let digest = BlobDigest.of(canonical)
         // The blobs it names are checked here, and remembered with a large body's file
         // (`KnownFileText`).
-        if let refusal = FolderStore.jsonBodyRefusal(value, canonicalCount: canonical.count, references: references, isStored: hasBlob) {
+        if let refusal = refusal() {
             return ReceivedBody(digest: digest, size: canonical.count, ticket: 0, blobs: [], refusal: refusal)  // nothing to wait for
         }
         let blobs = references?.map(\.digest) ?? []

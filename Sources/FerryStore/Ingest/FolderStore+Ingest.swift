@@ -137,7 +137,7 @@ extension FolderStore {
         }
         if doc.kind == .json {
             // A text remembered (`KnownFileText`) names an object that is stored: read it back.
-            if let bytes = saved { try objects.writeBody(bytes) } else { saved = try objects.read(digest) }
+            if let bytes = saved { try objects.writeBody(bytes, digest: digest) } else { saved = try objects.read(digest) }
         }
         let parent = parentForSave(doc, saved ?? [], base: base)
         let rev = RevisionID.compute(parent: parent, deleted: false, body: digest)
@@ -211,24 +211,31 @@ extension FolderStore {
            objects.contains(known.object), known.blobs.allSatisfy(objects.hasFile) {
             return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
-        let value: JSONValue
-        do { value = try JSONParser.parse(raw) } catch {
-            return .failure(JSONBodyError("\(error)"))
-        }
-        guard case .object = value else {
-            return .failure(JSONBodyError("line 1, column 1: the top level must be a JSON object"))
-        }
-        let blobs: [BlobDigest]
-        do {
-            blobs = try value.blobReferences().map(\.digest)
-            for blob in blobs where !objects.hasFile(blob) {
-                return .failure(JSONBodyError("references blob \(blob), which is not in .ferry/objects"))
+        let canonical: [UInt8], blobs: [BlobDigest], prettySize: (_ limit: Int) -> Int
+        // Most files: their canonical bytes written straight from the text, and what is needed
+        // of the value found by checking those bytes, without a tree. The parser takes the
+        // rest, and says what is wrong with a file that is not a body.
+        if let bytes = raw.withUnsafeBufferPointer(JSONCanonicalizer.canonicalBytes(of:)),
+           let facts = bytes.withUnsafeBufferPointer(CanonicalJSONCheck.object) {
+            (canonical, blobs, prettySize) = (bytes, facts.blobReferences.map(\.digest), { _ in facts.prettySize })
+        } else {
+            let value: JSONValue
+            do { value = try JSONParser.parse(raw) } catch {
+                return .failure(JSONBodyError("\(error)"))
             }
-        } catch {
-            return .failure(JSONBodyError("invalid blob reference: \(error)"))
+            guard case .object = value else {
+                return .failure(JSONBodyError("line 1, column 1: the top level must be a JSON object"))
+            }
+            do { blobs = try value.blobReferences().map(\.digest) } catch {
+                return .failure(JSONBodyError("invalid blob reference: \(error)"))
+            }
+            canonical = value.canonicalBytes
+            prettySize = { [canonical] in value.prettySize(canonicalCount: canonical.count, limit: $0) }
         }
-        let canonical = value.canonicalBytes
-        if let why = Self.jsonSizeRefusal(value, canonicalCount: canonical.count) { return .failure(JSONBodyError(why)) }
+        for blob in blobs where !objects.hasFile(blob) {
+            return .failure(JSONBodyError("references blob \(blob), which is not in .ferry/objects"))
+        }
+        if let why = Self.jsonSizeRefusal(canonicalCount: canonical.count, prettySize: prettySize) { return .failure(JSONBodyError(why)) }
         let read = JSONBodyRead(digest: BlobDigest.of(canonical), size: canonical.count, canonical: canonical)
         knownTexts[doc] = text.map { KnownFileText(text: $0, object: read.digest, size: read.size, blobs: blobs) }
         return .success(read)

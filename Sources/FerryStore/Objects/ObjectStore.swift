@@ -69,8 +69,14 @@ public final class ObjectStore {
     /// log line will say where: `FolderStore.commit`), a larger one to a file of its own.
     @discardableResult
     public func writeBody(_ canonical: [UInt8]) throws(StoreError) -> BlobDigest {
-        guard canonical.count < BodyPacks.packedBelow else { return try write(canonical) }
-        let digest = BlobDigest.of(canonical)
+        try writeBody(canonical, digest: BlobDigest.of(canonical))
+    }
+
+    /// `writeBody` of bytes whose digest the caller computed from them (a large body is not
+    /// hashed twice).
+    @discardableResult
+    func writeBody(_ canonical: [UInt8], digest: BlobDigest) throws(StoreError) -> BlobDigest {
+        guard canonical.count < BodyPacks.packedBelow else { return try write(canonical, digest: digest) }
         if !contains(digest) { try pack(canonical, digest: digest) }
         return digest
     }
@@ -79,7 +85,12 @@ public final class ObjectStore {
     /// is left untouched.
     @discardableResult
     public func write(_ bytes: [UInt8]) throws(StoreError) -> BlobDigest {
-        let digest = BlobDigest.of(bytes)
+        try write(bytes, digest: BlobDigest.of(bytes))
+    }
+
+    /// `write` of bytes whose digest the caller computed from them.
+    @discardableResult
+    func write(_ bytes: [UInt8], digest: BlobDigest) throws(StoreError) -> BlobDigest {
         if hasFile(digest) { return digest }
         let temp = newTempPath()
         let fd = try FileSystem.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)

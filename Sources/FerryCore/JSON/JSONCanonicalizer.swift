@@ -1,0 +1,275 @@
+/// Writes the canonical bytes of a JSON text (`JSONValue.canonicalBytes` of what the parser
+/// makes of it) straight from the text, without building its tree: whitespace dropped,
+/// strings re-escaped minimally, numbers in canonical form, each object's members sorted as
+/// the text is read. A saved file is read this way: parsing a large document into a tree only
+/// to serialize it took most of the time between a save and its revision.
+///
+/// What it cannot do simply it leaves to the parser: it returns nil on anything the parser
+/// would refuse (the parser then says where and why) and on the rare texts it does not
+/// handle alone. Whatever it returns is the parse's canonical bytes (FuzzJSON holds it to that).
+public enum JSONCanonicalizer {
+    /// The canonical bytes of `text`, or nil (see the type's comment).
+    public static func canonicalBytes(of text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var writer = Writer(text)
+        return writer.document()
+    }
+
+    /// One pass over a text into `out`.
+    struct Writer {
+        let buf: UnsafeBufferPointer<UInt8>
+        var pos = 0
+        var depth = 0
+        var out: [UInt8] = []
+        /// The members of the objects being written, innermost last: where each one's key
+        /// (quotes included) and value end in `out`.
+        var members: [(key: Range<Int>, end: Int)] = []
+
+        init(_ buf: UnsafeBufferPointer<UInt8>) {
+            self.buf = buf
+            out.reserveCapacity(buf.count)
+        }
+
+        mutating func document() -> [UInt8]? {
+            // A UTF-8 byte order mark is tolerated, as the parser does.
+            if buf.count >= 3, buf[0] == 0xEF, buf[1] == 0xBB, buf[2] == 0xBF { pos = 3 }
+            skipWhitespace()
+            guard value() else { return nil }
+            skipWhitespace()
+            return pos == buf.count ? out : nil
+        }
+
+        @inline(__always) mutating func skipWhitespace() {
+            while pos < buf.count {
+                switch buf[pos] {
+                case 0x20, 0x0A, 0x0D, 0x09: pos += 1
+                default: return
+                }
+            }
+        }
+
+        mutating func value() -> Bool {
+            guard pos < buf.count else { return false }
+            switch buf[pos] {
+            case UInt8(ascii: "{"): return object()
+            case UInt8(ascii: "["): return array()
+            case UInt8(ascii: "\""): return string()
+            case UInt8(ascii: "t"): return word("true")
+            case UInt8(ascii: "f"): return word("false")
+            case UInt8(ascii: "n"): return word("null")
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
+            default: return false
+            }
+        }
+
+        mutating func word(_ text: StaticString) -> Bool {
+            guard JSONText.literal(text, in: buf, at: pos) else { return false }
+            out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+            pos += text.utf8CodeUnitCount
+            return true
+        }
+
+        mutating func enter() -> Bool {
+            depth += 1
+            return depth <= JSONParser.maxDepth
+        }
+
+        mutating func array() -> Bool {
+            guard enter() else { return false }
+            pos += 1
+            out.append(UInt8(ascii: "["))
+            skipWhitespace()
+            if pos < buf.count, buf[pos] == UInt8(ascii: "]") {
+                pos += 1
+            } else {
+                while true {
+                    skipWhitespace()
+                    guard value() else { return false }
+                    skipWhitespace()
+                    guard pos < buf.count else { return false }
+                    if buf[pos] == UInt8(ascii: ",") {
+                        out.append(UInt8(ascii: ","))
+                        pos += 1
+                        continue
+                    }
+                    guard buf[pos] == UInt8(ascii: "]") else { return false }
+                    pos += 1
+                    break
+                }
+            }
+            out.append(UInt8(ascii: "]"))
+            depth -= 1
+            return true
+        }
+
+        mutating func object() -> Bool {
+            guard enter() else { return false }
+            pos += 1
+            let start = out.count
+            out.append(UInt8(ascii: "{"))
+            let first = members.count
+            defer { members.removeSubrange(first...) }
+            skipWhitespace()
+            var sorted = true
+            if pos < buf.count, buf[pos] == UInt8(ascii: "}") {
+                pos += 1
+            } else {
+                while true {
+                    skipWhitespace()
+                    guard pos < buf.count, buf[pos] == UInt8(ascii: "\"") else { return false }
+                    if members.count > first { out.append(UInt8(ascii: ",")) }
+                    let keyStart = out.count
+                    guard string() else { return false }
+                    let key = keyStart..<out.count
+                    skipWhitespace()
+                    guard pos < buf.count, buf[pos] == UInt8(ascii: ":") else { return false }
+                    pos += 1
+                    out.append(UInt8(ascii: ":"))
+                    skipWhitespace()
+                    guard value() else { return false }
+                    if sorted, members.count > first {
+                        // Equal keys are a duplicate, which the parser refuses.
+                        guard let order = compareKeys(members[members.count - 1].key, key) else { return false }
+                        if order > 0 { sorted = false }
+                    }
+                    members.append((key, out.count))
+                    skipWhitespace()
+                    guard pos < buf.count else { return false }
+                    if buf[pos] == UInt8(ascii: ",") {
+                        pos += 1
+                        continue
+                    }
+                    guard buf[pos] == UInt8(ascii: "}") else { return false }
+                    pos += 1
+                    break
+                }
+            }
+            let distinct = out.withUnsafeBufferPointer { CanonicalJSONCheck.keysAreDistinct($0, members[first...].lazy.map(\.key)) }
+            guard distinct else { return false }
+            if !sorted, !reorder(from: first, objectStart: start) { return false }
+            out.append(UInt8(ascii: "}"))
+            depth -= 1
+            return true
+        }
+
+        /// Rewrites the members from `first` on, written in the text's order after the `{` at
+        /// `objectStart`, in canonical order (the same bytes, moved); false on a duplicate key.
+        mutating func reorder(from first: Int, objectStart: Int) -> Bool {
+            let count = members.count - first
+            let base = objectStart + 1
+            let length = out.count - base
+            // In buffers on the stack where they fit: a file's objects are many and small.
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { buffer in
+                var order = buffer
+                for i in 0..<count { (order.baseAddress! + i).initialize(to: first + i) }
+                order.sort { a, b in (compareKeys(members[a].key, members[b].key) ?? 0) < 0 }
+                // Equal keys end up side by side: a duplicate, which the parser refuses.
+                for i in 1..<count where compareKeys(members[order[i - 1]].key, members[order[i]].key) == nil { return false }
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { written in
+                    out.withUnsafeMutableBufferPointer { o in
+                        _ = written.initialize(fromContentsOf: UnsafeMutableBufferPointer(rebasing: o[base...]))
+                        var at = base
+                        for (i, m) in order.enumerated() {
+                            if i > 0 {
+                                o[at] = UInt8(ascii: ",")
+                                at += 1
+                            }
+                            let member = members[m].key.lowerBound - base..<members[m].end - base
+                            UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
+                            at += member.count
+                        }
+                    }
+                }
+                return true
+            }
+        }
+
+        /// The order of two keys written in `out` (negative, positive; nil when equal).
+        func compareKeys(_ a: Range<Int>, _ b: Range<Int>) -> Int? {
+            out.withUnsafeBufferPointer { JSONText.keyOrder(in: $0, a, b) }
+        }
+
+        /// A string, re-escaped as the serializer writes it (`JSONWriter.writeString`).
+        mutating func string() -> Bool {
+            pos += 1
+            out.append(UInt8(ascii: "\""))
+            var run = pos  // the start of bytes copied as they are
+            while pos < buf.count {
+                let b = buf[pos]
+                if b == UInt8(ascii: "\"") {
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[run..<pos]))
+                    out.append(UInt8(ascii: "\""))
+                    pos += 1
+                    return true
+                }
+                if b < 0x20 { return false }
+                if b < 0x80 && b != UInt8(ascii: "\\") {
+                    pos += 1
+                    continue
+                }
+                if b >= 0x80 {
+                    guard let length = JSONText.utf8Sequence(in: buf, at: pos) else { return false }
+                    pos += length
+                    continue
+                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[run..<pos]))
+                guard pos + 1 < buf.count else { return false }
+                let e = buf[pos + 1]
+                pos += 2
+                switch e {
+                case UInt8(ascii: "\""): out += [0x5C, 0x22]
+                case UInt8(ascii: "\\"): out += [0x5C, 0x5C]
+                case UInt8(ascii: "/"): out.append(0x2F)
+                case UInt8(ascii: "b"): out += [0x5C, UInt8(ascii: "b")]
+                case UInt8(ascii: "f"): out += [0x5C, UInt8(ascii: "f")]
+                case UInt8(ascii: "n"): out += [0x5C, UInt8(ascii: "n")]
+                case UInt8(ascii: "r"): out += [0x5C, UInt8(ascii: "r")]
+                case UInt8(ascii: "t"): out += [0x5C, UInt8(ascii: "t")]
+                case UInt8(ascii: "u"):
+                    guard var scalar = JSONText.hex4(in: buf, at: pos) else { return false }
+                    pos += 4
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        guard pos + 1 < buf.count, buf[pos] == UInt8(ascii: "\\"), buf[pos + 1] == UInt8(ascii: "u") else { return false }
+                        pos += 2
+                        guard let low = JSONText.hex4(in: buf, at: pos), low >= 0xDC00 && low < 0xE000 else { return false }
+                        pos += 4
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                        return false
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { return false }
+                    writeScalar(u)
+                default:
+                    return false
+                }
+                run = pos
+            }
+            return false
+        }
+
+        /// A scalar from a `\u` escape, as the serializer writes it: escaped if a quote, a
+        /// backslash or a control character, as UTF-8 otherwise.
+        mutating func writeScalar(_ u: Unicode.Scalar) {
+            if u.value < 0x20 || u.value == 0x22 || u.value == 0x5C {
+                JSONWriter.writeEscape(of: UInt8(u.value), into: &out)
+            } else {
+                out.append(contentsOf: UTF8.encode(u)!)
+            }
+        }
+
+        /// A number in canonical form: most are integers written in full, their own canonical
+        /// form; anything else is written by `JSONNumber` as the parser reads it.
+        mutating func number() -> Bool {
+            let start = pos
+            guard let token = JSONText.numberToken(in: buf, at: start) else { return false }
+            pos = token.end
+            let text = UnsafeBufferPointer(rebasing: buf[start..<pos])
+            if token.canonical {
+                out.append(contentsOf: text)
+                return true
+            }
+            guard case .number(let parsed)? = try? JSONParser.parse(buffer: text) else { return false }
+            parsed.writeCanonical(into: &out)
+            return true
+        }
+    }
+}

@@ -1,0 +1,108 @@
+/// Pieces of JSON text read the same way by the parser, the canonical check and the
+/// canonicalizer, so that the three agree on what a text is.
+enum JSONText {
+    /// Whether `word` (`true`, `false`, `null`) stands in `buf` at `pos`.
+    static func literal(_ word: StaticString, in buf: UnsafeBufferPointer<UInt8>, at pos: Int) -> Bool {
+        let n = word.utf8CodeUnitCount
+        guard pos + n <= buf.count else { return false }
+        for i in 0..<n where buf[pos + i] != word.utf8Start[i] { return false }
+        return true
+    }
+
+    /// The end of the number token starting at `start` (a sign, digits, a fraction, an
+    /// exponent, as far as they go), and whether it is an integer of at most 21 digits other
+    /// than `-0`: written in full, such an integer is its own canonical form
+    /// (`JSONNumber.writeCanonical`). Nil where no JSON number starts: no digit, or a leading
+    /// zero followed by a digit. What the token holds beyond that is the parser's to judge.
+    static func numberToken(in buf: UnsafeBufferPointer<UInt8>, at start: Int) -> (end: Int, canonical: Bool)? {
+        var pos = start
+        let negative = buf[pos] == UInt8(ascii: "-")
+        if negative { pos += 1 }
+        guard pos < buf.count, isDigit(buf[pos]) else { return nil }
+        let digitsStart = pos
+        if buf[pos] == UInt8(ascii: "0") {
+            pos += 1
+            if pos < buf.count, isDigit(buf[pos]) { return nil }
+        } else {
+            while pos < buf.count, isDigit(buf[pos]) { pos += 1 }
+        }
+        let integerEnd = pos
+        if pos < buf.count, buf[pos] == UInt8(ascii: ".") {
+            pos += 1
+            while pos < buf.count, isDigit(buf[pos]) { pos += 1 }
+        }
+        if pos < buf.count, buf[pos] == UInt8(ascii: "e") || buf[pos] == UInt8(ascii: "E") {
+            pos += 1
+            if pos < buf.count, buf[pos] == UInt8(ascii: "+") || buf[pos] == UInt8(ascii: "-") { pos += 1 }
+            while pos < buf.count, isDigit(buf[pos]) { pos += 1 }
+        }
+        let digits = integerEnd - digitsStart
+        let canonical = pos == integerEnd && digits <= 21 && !(negative && buf[digitsStart] == UInt8(ascii: "0"))
+        return (pos, canonical)
+    }
+
+    @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+
+    /// The value of the four hex digits (either case) at `pos`, or nil.
+    static func hex4(in buf: UnsafeBufferPointer<UInt8>, at pos: Int) -> UInt32? {
+        guard pos + 4 <= buf.count else { return nil }
+        var v: UInt32 = 0
+        for i in pos..<pos + 4 {
+            let b = buf[i]
+            let d: UInt32
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(b - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(b - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            v = v << 4 | d
+        }
+        return v
+    }
+
+    /// The length of the valid UTF-8 sequence of a non-ASCII scalar at `i` (no overlong
+    /// forms, no surrogates, nothing above U+10FFFF: what `String(validating:)` accepts).
+    static func utf8Sequence(in buf: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
+        let lead = buf[i]
+        let length: Int
+        var low: UInt8 = 0x80, high: UInt8 = 0xBF  // the second byte's range
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
+        default: return nil
+        }
+        guard i + length <= buf.count, buf[i + 1] >= low, buf[i + 1] <= high else { return nil }
+        for j in 2..<length where buf[i + j] & 0xC0 != 0x80 { return nil }
+        return length
+    }
+
+    /// The canonical order (`JSONWriter.precedesInUTF16`) of two canonical string texts in
+    /// `text`, quotes included: negative, positive, or nil when they are equal. Compared as
+    /// bytes where that is the order (no escapes, and a first difference below 0xEE),
+    /// otherwise as the strings they decode to.
+    static func keyOrder(in text: UnsafeBufferPointer<UInt8>, _ a: Range<Int>, _ b: Range<Int>) -> Int? {
+        let x = text[a.dropFirst().dropLast()], y = text[b.dropFirst().dropLast()]
+        if !x.contains(UInt8(ascii: "\\")) && !y.contains(UInt8(ascii: "\\")) {
+            var i = x.startIndex, j = y.startIndex
+            while i < x.endIndex, j < y.endIndex, text[i] == text[j] {
+                i += 1
+                j += 1
+            }
+            if i == x.endIndex || j == y.endIndex {
+                if i == x.endIndex && j == y.endIndex { return nil }
+                return i == x.endIndex ? -1 : 1
+            }
+            if text[i] < 0xEE && text[j] < 0xEE { return text[i] < text[j] ? -1 : 1 }
+        }
+        guard case .string(let s)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[a])),
+              case .string(let t)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[b])) else { return nil }
+        if s == t { return nil }
+        return JSONWriter.precedesInUTF16(s, t) ? -1 : 1
+    }
+}
