@@ -105,6 +105,16 @@ enum RandomJSON {
         let found = try #require(holding.canonicalBytes.withUnsafeBufferPointer(CanonicalJSONCheck.object))
         #expect(found.blobReferences == [outer])
         #expect(found.blobReferences == (try holding.blobReferences()))
+        // References nested as deep as the parser allows, each read once: only the outermost
+        // counts, and a malformed one inside it does not matter.
+        var nested = JSONValue.object(["@type": "blob", "digest": "nope", "x": .array(Array(repeating: 0, count: 1_000))])
+        for level in 0..<(JSONParser.maxDepth - 3) {
+            let digest = BlobDigest.of([UInt8(truncatingIfNeeded: level)])
+            nested = ["@type": "blob", "digest": .string(digest.description), "length": .int(level), "x": nested]
+        }
+        let deep = try #require(nested.canonicalBytes.withUnsafeBufferPointer(CanonicalJSONCheck.object))
+        #expect(deep.blobReferences == (try nested.blobReferences()))
+        #expect(deep.blobReferences.count == 1)
     }
 
     /// A frame's body member is kept as its bytes where canonical, and only at the top level.

@@ -31,10 +31,16 @@ public enum CanonicalJSONCheck {
         guard start < buffer.count, buffer[start] == UInt8(ascii: "{") else { return nil }
         var scanner = Scanner(buffer, at: start)
         guard scanner.value(indent: 0) else { return nil }
-        // A malformed reference counts only where no reference holds it (`blobReferences()`
-        // does not look inside one); where one counts, the parse says what is wrong with it.
-        let references = scanner.references.compactMap(\.self)
-        guard references.count == scanner.references.count else { return nil }
+        // Each reference is read as `blobReferences()` reads it, once the whole text is
+        // checked: only the outermost ones count (what a reference holds is not looked into),
+        // so each byte is parsed at most once, however deep references nest. A malformed one
+        // is left to the parse, which says what is wrong with it.
+        var references: [BlobReference] = []
+        for range in scanner.references {
+            guard let parsed = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: buffer[range])),
+                  let found = try? parsed.blobReferences(), found.count == 1 else { return nil }
+            references.append(found[0])
+        }
         let facts = CanonicalJSONFacts(prettySize: scanner.pos - start + scanner.prettyExtra + 1, blobReferences: references)
         return (scanner.pos, facts)
     }
@@ -62,8 +68,9 @@ public enum CanonicalJSONCheck {
         /// What pretty-printing adds to the canonical text, as `JSONValue.prettySize` counts
         /// it (newlines, indentation, the space after each colon), less the final newline.
         var prettyExtra = 0
-        /// The blob references found so far, in text order; nil for a malformed one.
-        var references: [BlobReference?] = []
+        /// Where the blob references found so far are, in text order (objects whose `@type`
+        /// is `blob`, not inside another one).
+        var references: [Range<Int>] = []
         /// The keys of the objects being checked, innermost last (`keysAreDistinct`).
         var keys: [Range<Int>] = []
 
@@ -131,12 +138,9 @@ public enum CanonicalJSONCheck {
             depth -= 1
             prettyExtra += count * (2 + 2 * (indent + 1)) + 1 + 2 * indent
             if isBlobReference {
-                // The reference is read as `blobReferences()` reads it (it is small); what
-                // it holds is not looked into, so references found inside are dropped.
+                // References found inside this one do not count.
                 references.removeSubrange(referencesBefore...)
-                let parsed = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: buf[start..<pos]))
-                let found = try? parsed?.blobReferences()
-                references.append(found?.count == 1 ? found?[0] : nil)
+                references.append(start..<pos)
             }
             return true
         }

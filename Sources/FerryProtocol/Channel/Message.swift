@@ -80,8 +80,14 @@ public struct CanonicalBody: Sendable {
     /// What `CanonicalJSONCheck` found in them, if they were checked.
     public let checked: CanonicalJSONFacts?
 
-    /// A body of canonical bytes, checked or not.
-    public init(_ bytes: [UInt8], checked: CanonicalJSONFacts? = nil) {
+    /// A body of a store's own canonical bytes, not checked.
+    public init(_ bytes: [UInt8]) {
+        self.init(bytes, checked: nil)
+    }
+
+    /// A body of canonical bytes with what their check found (within the package only: the
+    /// facts must be those of these bytes).
+    package init(_ bytes: [UInt8], checked: CanonicalJSONFacts?) {
         self.bytes = bytes
         self.checked = checked
     }
