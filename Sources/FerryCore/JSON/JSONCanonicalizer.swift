@@ -174,7 +174,7 @@ public enum JSONCanonicalizer {
                                 at += 1
                             }
                             let member = members[m].key.lowerBound - base..<members[m].end - base
-                            UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
+                            _ = UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
                             at += member.count
                         }
                     }
