@@ -225,15 +225,11 @@ public enum CanonicalJSONCheck {
             if token.canonical { return true }
             let text = UnsafeBufferPointer(rebasing: buf[start..<pos])
             guard case .number(let parsed)? = try? JSONParser.parse(buffer: text) else { return false }
-            var canonical: [UInt8] = []
-            parsed.writeCanonical(into: &canonical)
-            return canonical.elementsEqual(text)
+            return parsed.canonicalBytes.elementsEqual(text)
         }
 
         func equals(_ range: Range<Int>, _ text: StaticString) -> Bool {
-            guard range.count == text.utf8CodeUnitCount else { return false }
-            for i in 0..<range.count where buf[range.lowerBound + i] != text.utf8Start[i] { return false }
-            return true
+            range.count == text.utf8CodeUnitCount && JSONText.literal(text, in: buf, at: range.lowerBound)
         }
     }
 }

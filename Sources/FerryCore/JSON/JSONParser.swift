@@ -200,12 +200,12 @@ public struct JSONParser {
             var negative = false
             if buf[pos] == UInt8(ascii: "-") { negative = true; pos += 1 }
             let intStart = pos
-            guard pos < buf.count, isDigit(buf[pos]) else { throw error("invalid number", at: start) }
+            guard pos < buf.count, JSONText.isDigit(buf[pos]) else { throw error("invalid number", at: start) }
             if buf[pos] == UInt8(ascii: "0") {
                 pos += 1
-                if pos < buf.count, isDigit(buf[pos]) { throw error("leading zeros are not allowed", at: start) }
+                if pos < buf.count, JSONText.isDigit(buf[pos]) { throw error("leading zeros are not allowed", at: start) }
             } else {
-                while pos < buf.count, isDigit(buf[pos]) { pos += 1 }
+                while pos < buf.count, JSONText.isDigit(buf[pos]) { pos += 1 }
             }
             let intEnd = pos
             var fracStart = pos
@@ -213,8 +213,8 @@ public struct JSONParser {
             if pos < buf.count, buf[pos] == UInt8(ascii: ".") {
                 pos += 1
                 fracStart = pos
-                guard pos < buf.count, isDigit(buf[pos]) else { throw error("expected digits after '.'") }
-                while pos < buf.count, isDigit(buf[pos]) { pos += 1 }
+                guard pos < buf.count, JSONText.isDigit(buf[pos]) else { throw error("expected digits after '.'") }
+                while pos < buf.count, JSONText.isDigit(buf[pos]) { pos += 1 }
                 fracEnd = pos
             }
             var exp = 0
@@ -225,8 +225,8 @@ public struct JSONParser {
                     expNegative = buf[pos] == UInt8(ascii: "-")
                     pos += 1
                 }
-                guard pos < buf.count, isDigit(buf[pos]) else { throw error("expected digits in exponent") }
-                while pos < buf.count, isDigit(buf[pos]) {
+                guard pos < buf.count, JSONText.isDigit(buf[pos]) else { throw error("expected digits in exponent") }
+                while pos < buf.count, JSONText.isDigit(buf[pos]) {
                     exp = exp * 10 + Int(buf[pos] - UInt8(ascii: "0"))
                     if exp > 999_999_999 { throw error("number exponent out of range", at: start) }
                     pos += 1
@@ -250,8 +250,6 @@ public struct JSONParser {
             }
             return number
         }
-
-        @inline(__always) func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
 
         mutating func parseString() throws(JSONSyntaxError) -> String {
             let quote = pos

@@ -1,7 +1,7 @@
 /// Pieces of JSON text read the same way by the parser, the canonical check and the
 /// canonicalizer, so that the three agree on what a text is.
 enum JSONText {
-    /// Whether `word` (`true`, `false`, `null`) stands in `buf` at `pos`.
+    /// Whether the text `word` (`true`, `false`, `null`, a key) stands in `buf` at `pos`.
     static func literal(_ word: StaticString, in buf: UnsafeBufferPointer<UInt8>, at pos: Int) -> Bool {
         let n = word.utf8CodeUnitCount
         guard pos + n <= buf.count else { return false }
@@ -82,23 +82,28 @@ enum JSONText {
         return length
     }
 
+    /// The UTF-16 order of two strings' UTF-8 bytes (negative, zero when equal, positive),
+    /// found from the bytes, which order the same way except where the first difference sets
+    /// a character beyond U+FFFF against one from U+E000 to U+FFFF (a byte of 0xEE or above):
+    /// nil there, and the caller compares UTF-16 units.
+    static func utf8Order(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Int? {
+        let n = min(x.count, y.count)
+        var i = 0
+        while i < n, x[i] == y[i] { i += 1 }
+        guard i < n else { return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1) }
+        if x[i] >= 0xEE || y[i] >= 0xEE { return nil }
+        return x[i] < y[i] ? -1 : 1
+    }
+
     /// The canonical order (`JSONWriter.precedesInUTF16`) of two canonical string texts in
     /// `text`, quotes included: negative, positive, or nil when they are equal. Compared as
     /// bytes where that is the order (no escapes, and a first difference below 0xEE),
     /// otherwise as the strings they decode to.
     static func keyOrder(in text: UnsafeBufferPointer<UInt8>, _ a: Range<Int>, _ b: Range<Int>) -> Int? {
-        let x = text[a.dropFirst().dropLast()], y = text[b.dropFirst().dropLast()]
-        if !x.contains(UInt8(ascii: "\\")) && !y.contains(UInt8(ascii: "\\")) {
-            var i = x.startIndex, j = y.startIndex
-            while i < x.endIndex, j < y.endIndex, text[i] == text[j] {
-                i += 1
-                j += 1
-            }
-            if i == x.endIndex || j == y.endIndex {
-                if i == x.endIndex && j == y.endIndex { return nil }
-                return i == x.endIndex ? -1 : 1
-            }
-            if text[i] < 0xEE && text[j] < 0xEE { return text[i] < text[j] ? -1 : 1 }
+        let x = UnsafeBufferPointer(rebasing: text[a.dropFirst().dropLast()])
+        let y = UnsafeBufferPointer(rebasing: text[b.dropFirst().dropLast()])
+        if !x.contains(UInt8(ascii: "\\")) && !y.contains(UInt8(ascii: "\\")), let order = utf8Order(x, y) {
+            return order == 0 ? nil : order
         }
         guard case .string(let s)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[a])),
               case .string(let t)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[b])) else { return nil }

@@ -63,17 +63,9 @@ enum JSONWriter {
     /// U+FFFF: only there (a lead byte of 0xEE or above) are the UTF-16 units compared.
     static func precedesInUTF16(_ a: String, _ b: String) -> Bool {
         var a = a, b = b
-        let order = a.withUTF8 { x in
-            b.withUTF8 { y -> Bool? in
-                let n = min(x.count, y.count)
-                var i = 0
-                while i < n, x[i] == y[i] { i += 1 }
-                guard i < n else { return x.count < y.count }
-                if x[i] >= 0xEE || y[i] >= 0xEE { return nil }
-                return x[i] < y[i]
-            }
-        }
-        return order ?? a.utf16.lexicographicallyPrecedes(b.utf16)
+        let order = a.withUTF8 { x in b.withUTF8 { y in JSONText.utf8Order(x, y) } }
+        guard let order else { return a.utf16.lexicographicallyPrecedes(b.utf16) }
+        return order < 0
     }
 
     static func writeCanonical(_ value: JSONValue, into out: inout [UInt8]) {

@@ -221,8 +221,8 @@ extension PeerSession {
             switch body {
             case .deleted:
                 break
-            case .canonicalJSON(let checked):
-                let refs = checked.checked?.blobReferences ?? []  // checked above
+            case .canonicalJSON(let received):
+                let refs = received.checked?.blobReferences ?? []  // checked above
                 references = refs
                 for ref in refs where !shared.hasBlob(ref.digest) { try await fetchBlob(ref.digest) }
             case .json(let value):
