@@ -67,11 +67,11 @@ import FerryTesting
         let (tmp, source, target) = try stores()
         _ = tmp
         let doc = self.doc
-        try await source.perform { try $0.recordLocalJSON(doc, Self.list()) }
+        _ = try await source.perform { try $0.recordLocalJSON(doc, Self.list()) }
         let first = try await pull(from: source, into: target, sourceFeatures: [ProtocolFeature.delta])
         #expect(first.revisionsReceived == 1 && first.bytesReceived > 1_000_000, "\(first)")  // nothing to diff against yet
 
-        try await source.perform { try $0.recordLocalJSON(doc, Self.list(edited: 2345)) }
+        _ = try await source.perform { try $0.recordLocalJSON(doc, Self.list(edited: 2345)) }
         let delta = try await pull(from: source, into: target, sourceFeatures: [ProtocolFeature.delta])
         #expect(delta.revisionsReceived == 1, "\(delta)")
         #expect(delta.bytesReceived + delta.bytesSent < 2048, "\(delta.bytesReceived) received, \(delta.bytesSent) sent")
@@ -82,7 +82,7 @@ import FerryTesting
         #expect(sourceRev == targetRev)
 
         // A listener without delta sync: the whole body.
-        try await source.perform { try $0.recordLocalJSON(doc, Self.list(edited: 2345, to: -2)) }
+        _ = try await source.perform { try $0.recordLocalJSON(doc, Self.list(edited: 2345, to: -2)) }
         let whole = try await pull(from: source, into: target, sourceFeatures: [])
         #expect(whole.revisionsReceived == 1 && whole.bytesReceived > 1_000_000, "\(whole)")
         #expect(try await current(target) == Self.list(edited: 2345, to: -2))
@@ -106,7 +106,7 @@ import FerryTesting
         let (tmp, source, target) = try stores()
         _ = tmp
         let doc = self.doc
-        try await source.perform { try $0.recordLocalJSON(doc, Self.list(200)) }
+        _ = try await source.perform { try $0.recordLocalJSON(doc, Self.list(200)) }
         _ = try await pull(from: source, into: target, sourceFeatures: [ProtocolFeature.delta])
 
         let cases: [(String, DeltaRewriter)] = [
@@ -117,7 +117,7 @@ import FerryTesting
         ]
         for (i, (what, rewriter)) in cases.enumerated() {
             let edited = Self.list(200, edited: 7, to: -10 - i)
-            try await source.perform { try $0.recordLocalJSON(doc, edited) }
+            _ = try await source.perform { try $0.recordLocalJSON(doc, edited) }
             let stats = try await pull(from: source, into: target, sourceFeatures: [ProtocolFeature.delta]) { rewriter.rewrite($0) }
             #expect(rewriter.lock.withLock { rewriter.count } == 1, "\(what): the delta was not sent")
             #expect(stats.revisionsReceived == 1, "\(what): \(stats)")

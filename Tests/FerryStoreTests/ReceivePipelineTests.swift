@@ -131,7 +131,7 @@ import FerryTesting
         let entries = try await shared.applyRemote([theirs])[0].get()
         #expect(entries.count == 1)  // their revision; the conflict waits for the end of the pass
         await shared.resolvePendingConflicts()
-        #expect(try await shared.perform { store in store.index[doc]!.hasConflict } == false)
+        #expect(await shared.perform { store in store.index[doc]!.hasConflict } == false)
         let onDisk = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: root + "/new.json"))))
         #expect(onDisk == .object(["mine": .bool(true), "remote": .int(1)]))
         #expect(try temporaryFiles(under: root).isEmpty)
@@ -229,11 +229,15 @@ import FerryTesting
         #expect(FileManager.default.fileExists(atPath: root + "/list.json"))
         #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
 
-        // Wrong bytes for a digest: refused, nothing kept, no temp file left.
+        // Wrong bytes for a digest, in a small piece and in a large one (hashed while it is
+        // written): refused, nothing kept, no temp file left.
         let other = BlobDigest.of([1, 2, 3])
         let bad = try objects.beginWrite(expected: other)
         try bad.append([9, 9, 9])
         #expect(throws: StoreError.self) { try shared.keepFetched(bad) }
+        let badLarge = try objects.beginWrite(expected: other)
+        try badLarge.append([1, 2, 3] + bytes)
+        #expect(throws: StoreError.self) { try shared.keepFetched(badLarge) }
         #expect(!shared.hasBlob(other))
         #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
     }

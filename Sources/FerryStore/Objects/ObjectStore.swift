@@ -149,8 +149,7 @@ public final class ObjectStore {
         do throws(StoreError) {
             defer { close(out) }
             try FileSystem.forEachChunk(of: input, path: sourcePath, chunkSize: Self.chunkSize) { (chunk) throws(StoreError) in
-                hasher.update(chunk)
-                try FileSystem.writeSkippingZeros(out, chunk, path: temp)
+                try hasher.update(chunk) { () throws(StoreError) in try FileSystem.writeSkippingZeros(out, chunk, path: temp) }
             }
             if ftruncate(out, off_t(hasher.count)) != 0 { throw StoreError.system("cannot set the size of", path: temp) }
             if batch == nil { try FileSystem.sync(out, path: temp) }
@@ -318,10 +317,11 @@ public final class PendingObject {
     public func append(_ bytes: ArraySlice<UInt8>) throws(StoreError) {
         precondition(object != nil, "object already finished")
         let result = bytes.withUnsafeBytes { piece in
-            hasher.update(piece)
-            return Result { () throws(StoreError) in
-                try object!.append(piece)
-                if copy != nil, (try? copy!.append(piece)) == nil { copy.take()?.remove() }
+            Result { () throws(StoreError) in
+                try hasher.update(piece) { () throws(StoreError) in
+                    try object!.append(piece)
+                    if copy != nil, (try? copy!.append(piece)) == nil { copy.take()?.remove() }
+                }
             }
         }
         do { try result.get() } catch {
