@@ -207,13 +207,14 @@ import FerryTesting
     @Test func aFetchedBlobIsInstalledByTheBatchThatStoresItsRevisions() async throws {
         let f = try TestFolder()
         let (root, layout) = (f.root, f.store.layout)
-        let bytes = (0..<300_000).map { UInt8($0 % 251) }
+        let bytes = (0..<600_000).map { UInt8($0 % 251) }
         let digest = BlobDigest.of(bytes)
         let shared = SharedStore(f.store)
         let objects = ObjectStore(layout: layout)
         let writer = try objects.beginWrite(expected: digest)
-        for start in stride(from: 0, to: bytes.count, by: 65_536) {
-            try writer.append(Array(bytes[start..<min(start + 65_536, bytes.count)]))
+        // Pieces large enough to be hashed while they are written, and a small one last.
+        for start in stride(from: 0, to: bytes.count, by: 262_144) {
+            try writer.append(Array(bytes[start..<min(start + 262_144, bytes.count)]))
         }
         try shared.keepFetched(writer)
         #expect(shared.hasBlob(digest) && !objects.contains(digest))
@@ -250,7 +251,7 @@ import FerryTesting
     @Test func aFetchedFilesCopyIsWrittenAsItArrivesAndRenamedIntoPlace() async throws {
         let f = try TestFolder()
         let (root, layout) = (f.root, f.store.layout)
-        var bytes = (0..<200_000).map { UInt8($0 % 251) }
+        var bytes = (0..<300_000).map { UInt8($0 % 251) }
         bytes.replaceSubrange(40_960..<81_920, with: repeatElement(0, count: 40_960))
         bytes += repeatElement(0, count: 20_000)
         let digest = BlobDigest.of(bytes)
@@ -258,8 +259,9 @@ import FerryTesting
         let objects = ObjectStore(layout: layout)
         let writer = try objects.beginWrite(expected: digest)
         writer.copyBeside(root + "/pictures/photo.bin")  // its directory is made
-        for start in stride(from: 0, to: bytes.count, by: 65_536) {
-            try writer.append(Array(bytes[start..<min(start + 65_536, bytes.count)]))
+        // A piece large enough to be hashed while it is written (to both files), then a small one.
+        for start in stride(from: 0, to: bytes.count, by: 262_144) {
+            try writer.append(Array(bytes[start..<min(start + 262_144, bytes.count)]))
         }
         try shared.keepFetched(writer)
         let temp = try #require(writer.documentTemp)

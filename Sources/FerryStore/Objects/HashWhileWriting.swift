@@ -2,8 +2,11 @@ import Dispatch
 import FerryCore
 
 extension BlobHasher {
-    /// Pieces from this size on are hashed on one thread while they are written on another.
-    static let sideBySideBytes = 64 << 10
+    /// Pieces from this size on are hashed on one thread while they are written on another: a
+    /// large blob's parts (`PeerSession.blobChunkSize`) and the chunks of a file imported here.
+    /// Smaller ones are blobs of their own, several fetched at once, which keep both cores busy
+    /// already.
+    static let sideBySideBytes = 256 << 10
 
     /// Hashes `piece` while `write` stores it: at once, on two threads, for a large piece
     /// (hashing a large blob takes about as long as writing it, and the thread that does both
