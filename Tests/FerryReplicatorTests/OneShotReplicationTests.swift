@@ -13,11 +13,23 @@ import FerryTesting
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Serves `folder` with a passive session per connection (each opens the folder itself).
+    /// The session of the connection before, or of a listener stopped a moment ago, may still
+    /// hold the folder's writer lock after its peer left: the next one waits for it (bounded),
+    /// and closes its connection if it cannot have it, so that the pulling or pushing side fails
+    /// instead of waiting for ever for an answer (a loaded machine's full test run hung so).
     func serve(_ folder: String, database: String, readOnly: Bool = false) async throws -> Listener {
         let logger = self.logger
         return try await Listener.start(ListenerConfiguration(database: database)) { connection in
             Task {
-                guard let store = try? FolderStore.open(at: folder, writable: true) else { return }
+                var store = try? FolderStore.open(at: folder, writable: true)
+                for _ in 0..<200 where store == nil {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    store = try? FolderStore.open(at: folder, writable: true)
+                }
+                guard let store else {
+                    await connection.close(code: 1011, reason: "the folder stays locked")
+                    return
+                }
                 await PeerSession(transport: connection, shared: SharedStore(store), role: .passive, readOnly: readOnly, logger: logger).run()
             }
         }
