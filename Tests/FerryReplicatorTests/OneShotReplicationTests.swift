@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import FerryCore
 import FerryNet
@@ -194,6 +195,34 @@ import FerryTesting
         } catch let error as DialError {
             #expect(error.kind == .refused(status: 404))
         }
+        await listener.stop()
+    }
+
+    /// A listener that takes the WebSocket (and answers its pings) but never the handshake
+    /// holds a pull only as long as the handshake's limit: the connection is then closed and
+    /// the pull fails, saying why.
+    @Test(.timeLimit(.minutes(1))) func aPeerThatNeverAnswersTheHandshakeIsLeftAtTheLimit() async throws {
+        let tmp = TemporaryDirectory()
+        let target = tmp.appending("copy")
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let taken = Mutex<[PeerConnection]>([])
+        let listener = try await Listener.start(ListenerConfiguration(database: "inventory")) { connection in
+            taken.withLock { $0.append(connection) }
+        }
+        let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!)
+        let session = PeerSession(transport: connection, shared: SharedStore(try FolderStore.open(at: target, writable: true)),
+                                  role: .active, remoteDatabase: "inventory", logger: logger)
+        async let loop: Void = session.run()
+        let start = ContinuousClock.now
+        do {
+            try await session.open(within: .milliseconds(300))
+            Issue.record("a handshake nobody answered opened")
+        } catch let error as ReplicationError {
+            #expect(error.message.contains("did not answer the handshake"), "\(error)")
+        }
+        await loop
+        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(taken.withLock { $0.count } == 1)
         await listener.stop()
     }
 }

@@ -3,13 +3,39 @@ import FerryProtocol
 import FerryStore
 
 extension PeerSession {
-    /// Opens the session (the channel's handshake); call after `run()` has started in another task.
-    public func open() async throws {
-        if await channel.open() { return }
+    /// How long the peer may take to answer the handshake. A peer that accepts the WebSocket
+    /// and answers its pings but never the handshake would otherwise hold this side for ever:
+    /// the heartbeat notices only a peer that sends nothing at all.
+    public static let handshakeLimit: Duration = .seconds(30)
+
+    /// Opens the session (the channel's handshake); call after `run()` has started in another
+    /// task. Without an answer within `limit`, closes the connection (1001) and throws.
+    public func open(within limit: Duration = PeerSession.handshakeLimit) async throws {
+        let channel = self.channel
+        let opened: Bool? = await withTaskGroup(of: Bool?.self) { group in
+            group.addTask { await channel.open() }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            // The handshake still waits: closing the connection ends it (it returns false).
+            if first == nil { await closeConnection(code: 1001, reason: "no answer to the handshake within \(Self.text(limit))") }
+            group.cancelAll()
+            return first
+        }
+        guard let opened else { throw ReplicationError("the peer did not answer the handshake within \(Self.text(limit))") }
+        if opened { return }
         // This side closed it: the peer refused the handshake (404: no such database) or spoke
         // a version this side does not; retrying cannot help. Otherwise the connection dropped.
         if let refusal = channel.refusal { throw ReplicationError(refusal, kind: .permanent) }
         throw ReplicationError("\(endReason) during the handshake")
+    }
+
+    /// "30 s", "300 ms".
+    static func text(_ duration: Duration) -> String {
+        let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"
     }
 
     /// Most rounds of a one-shot replication both ways.
