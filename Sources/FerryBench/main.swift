@@ -304,8 +304,9 @@ if !latencies.isEmpty {
 }
 
 // 4. Replication over ws:// on 127.0.0.1, with fsync on both sides.
-/// rsync's side of the replication figures, measured once: one run after an edit of one
-/// file (no watching: the transfer alone), the N documents, the 200 MiB file.
+/// rsync's side of the replication figures: one run after each of up to 30 edits of one file
+/// (no watching: the transfer alone), and three copies each of the N documents and of the
+/// 200 MiB file (`RepeatedRuns`).
 struct RsyncFigures {
     var editP50 = Double.nan, editP99 = Double.nan
     var documents = RepeatedRuns(seconds: []), bigFile = RepeatedRuns(seconds: [])
@@ -317,7 +318,9 @@ struct RsyncFigures {
 struct RepeatedRuns {
     /// How many runs each side gets.
     static let count = 3
+    /// Each run's time.
     var seconds: [Double]
+    /// The middle one.
     var median: Double { percentile(seconds, 0.5) }
     /// "0.95 s (median of 3: 0.90-1.10)".
     var text: String {

@@ -15,8 +15,8 @@ import FerryTesting
 
     /// Serves `folder` with a passive session per connection (each opens the folder itself).
     /// The session of the connection before, or of a listener stopped a moment ago, may still
-    /// hold the folder's writer lock after its peer left: the next one waits for it (bounded),
-    /// and closes its connection if it cannot have it, so that the pulling or pushing side fails
+    /// hold the folder's writer lock after its peer left: the next one tries again (bounded),
+    /// and closes its connection if it cannot open the folder, so that the pulling or pushing side fails
     /// instead of waiting for ever for an answer (a loaded machine's full test run hung so).
     func serve(_ folder: String, database: String, readOnly: Bool = false) async throws -> Listener {
         let logger = self.logger
@@ -28,7 +28,7 @@ import FerryTesting
                     store = try? FolderStore.open(at: folder, writable: true)
                 }
                 guard let store else {
-                    await connection.close(code: 1011, reason: "the folder stays locked")
+                    await connection.close(code: 1011, reason: "cannot open the folder")
                     return
                 }
                 await PeerSession(transport: connection, shared: SharedStore(store), role: .passive, readOnly: readOnly, logger: logger).run()
@@ -200,7 +200,8 @@ import FerryTesting
 
     /// A listener that takes the WebSocket (and answers its pings) but never the handshake
     /// holds a pull only as long as the handshake's limit: the connection is then closed and
-    /// the pull fails, saying why.
+    /// the pull fails, saying why. Stopping the pull meanwhile ends it at once, as a
+    /// cancellation (not a timeout).
     @Test(.timeLimit(.minutes(1))) func aPeerThatNeverAnswersTheHandshakeIsLeftAtTheLimit() async throws {
         let tmp = TemporaryDirectory()
         let target = tmp.appending("copy")
@@ -209,20 +210,35 @@ import FerryTesting
         let listener = try await Listener.start(ListenerConfiguration(database: "inventory")) { connection in
             taken.withLock { $0.append(connection) }
         }
-        let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!)
-        let session = PeerSession(transport: connection, shared: SharedStore(try FolderStore.open(at: target, writable: true)),
-                                  role: .active, remoteDatabase: "inventory", logger: logger)
-        async let loop: Void = session.run()
+        let shared = SharedStore(try FolderStore.open(at: target, writable: true))
+        let logger = self.logger
+        func session() async throws -> PeerSession {
+            let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!)
+            return PeerSession(transport: connection, shared: shared, role: .active, remoteDatabase: "inventory", logger: logger)
+        }
+
+        let waiting = try await session()
+        async let loop: Void = waiting.run()
         let start = ContinuousClock.now
         do {
-            try await session.open(within: .milliseconds(300))
+            try await waiting.open(within: .milliseconds(300))
             Issue.record("a handshake nobody answered opened")
         } catch let error as ReplicationError {
-            #expect(error.message.contains("did not answer the handshake"), "\(error)")
+            #expect(error.message == "the peer did not answer the handshake within 300 ms", "\(error)")
         }
         await loop
         #expect(ContinuousClock.now - start < .seconds(10))
-        #expect(taken.withLock { $0.count } == 1)
+
+        let stopped = try await session()
+        async let stoppedLoop: Void = stopped.run()
+        let opening = Task { try await stopped.open(within: .seconds(60)) }
+        try await Task.sleep(for: .milliseconds(200))
+        let cancelled = ContinuousClock.now
+        opening.cancel()
+        await #expect(throws: CancellationError.self) { try await opening.value }
+        await stoppedLoop
+        #expect(ContinuousClock.now - cancelled < .seconds(10))
+        #expect(taken.withLock { $0.count } == 2)
         await listener.stop()
     }
 }

@@ -243,6 +243,27 @@ import FerryTesting
         #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
     }
 
+    /// A large piece is hashed while it is written: the digest is the piece's whichever thread
+    /// hashed it, the write saw every byte, and a write that fails is thrown, not lost on the
+    /// other thread (a small piece: the same, one after the other).
+    @Test func aPieceHashedWhileItIsWrittenKeepsItsDigestAndItsWritesFailure() throws {
+        for count in [BlobHasher.sideBySideBytes - 1, BlobHasher.sideBySideBytes, 3 * BlobHasher.sideBySideBytes + 5] {
+            let piece = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            var hasher = BlobHasher()
+            var written: [UInt8] = []
+            try piece.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
+                try hasher.update(bytes) { () throws(StoreError) in written = Array(bytes) }
+            }
+            #expect(hasher.finalize() == BlobDigest.of(piece) && written == piece, "\(count) bytes")
+            var failing = BlobHasher()
+            #expect(throws: StoreError.self, "\(count) bytes") {
+                try piece.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
+                    try failing.update(bytes) { () throws(StoreError) in throw StoreError(.diskFull, "no space left") }
+                }
+            }
+        }
+    }
+
     /// A fetched blob that is a file document's content is also written, as it arrives, into a
     /// temp file beside the document (holes and a trailing run of zeros as in the object), and
     /// the batch renames that file into place: the document is the very file written during the

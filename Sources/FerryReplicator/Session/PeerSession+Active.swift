@@ -9,30 +9,47 @@ extension PeerSession {
     public static let handshakeLimit: Duration = .seconds(30)
 
     /// Opens the session (the channel's handshake); call after `run()` has started in another
-    /// task. Without an answer within `limit`, closes the connection (1001) and throws.
+    /// task. Without an answer within `limit`, closes the connection (1001) and throws. The
+    /// limit is wall-clock time, also in the simulation, whose in-memory handshakes take
+    /// microseconds.
     public func open(within limit: Duration = PeerSession.handshakeLimit) async throws {
         let channel = self.channel
-        let opened: Bool? = await withTaskGroup(of: Bool?.self) { group in
-            group.addTask { await channel.open() }
+        let outcome = await withTaskGroup(of: HandshakeOutcome.self) { group in
+            group.addTask { .answered(await channel.open()) }
             group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
+                do { try await Task.sleep(for: limit) } catch { return .cancelled }
+                return .timedOut
             }
-            let first = await group.next() ?? nil
+            let first = await group.next() ?? .cancelled
             // The handshake still waits: closing the connection ends it (it returns false).
-            if first == nil { await closeConnection(code: 1001, reason: "no answer to the handshake within \(Self.text(limit))") }
+            switch first {
+            case .answered: break
+            case .timedOut: await closeConnection(code: 1001, reason: "no answer to the handshake within \(Self.text(limit))")
+            case .cancelled: await channel.close(code: 1001, reason: "replication stopped")
+            }
             group.cancelAll()
             return first
         }
-        guard let opened else { throw ReplicationError("the peer did not answer the handshake within \(Self.text(limit))") }
-        if opened { return }
+        switch outcome {
+        case .answered(true): return
+        case .answered(false): break
+        case .timedOut: throw ReplicationError("the peer did not answer the handshake within \(Self.text(limit))")
+        case .cancelled: throw CancellationError()
+        }
         // This side closed it: the peer refused the handshake (404: no such database) or spoke
         // a version this side does not; retrying cannot help. Otherwise the connection dropped.
         if let refusal = channel.refusal { throw ReplicationError(refusal, kind: .permanent) }
         throw ReplicationError("\(endReason) during the handshake")
     }
 
-    /// "30 s", "300 ms".
+    /// How `open` ended: the channel's answer (true: open), the limit, or this task cancelled.
+    private enum HandshakeOutcome: Sendable {
+        case answered(Bool)
+        case timedOut
+        case cancelled
+    }
+
+    /// A duration as a message says it: "30 s", "300 ms".
     static func text(_ duration: Duration) -> String {
         let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(ms) ms"

@@ -8,7 +8,7 @@ extension BlobHasher {
     /// already.
     static let sideBySideBytes = 256 << 10
 
-    /// Hashes `piece` while `write` stores it: at once, on two threads, for a large piece
+    /// Hashes `piece` while `write` stores it: at once, on two threads (`SideBySide`), for a large piece
     /// (hashing a large blob takes about as long as writing it, and the thread that does both
     /// one after the other is the slowest stage of its transfer); one after the other for a
     /// small one, where handing work to another thread costs more than it saves.
@@ -24,10 +24,12 @@ extension BlobHasher {
     }
 }
 
-/// Two pieces of work run at once, each on its own thread; `run` returns when both are done.
-/// The closures need not be `Sendable`: neither outlives the call, and they share nothing
-/// but what both only read.
+/// Two pieces of work run at once, on two threads where Dispatch has a worker free (the
+/// calling thread runs both, one after the other, when it has not); `run` returns when both
+/// are done. The closures need not be `Sendable`: neither outlives the call, and they share
+/// nothing but what both only read.
 enum SideBySide {
+    /// Runs `first` and `second`, at once where it can, and returns when both are done.
     static func run(_ first: () -> Void, _ second: () -> Void) {
         withoutActuallyEscaping(first) { first in
             withoutActuallyEscaping(second) { second in
@@ -37,8 +39,12 @@ enum SideBySide {
         }
     }
 
+    /// The two closures, handed to Dispatch's threads: unchecked, because `run` waits for both
+    /// before its caller's state can change.
     private struct UncheckedWork: @unchecked Sendable {
+        /// The first piece of work.
         let first: () -> Void
+        /// The second.
         let second: () -> Void
     }
 }
