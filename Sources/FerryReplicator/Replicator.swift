@@ -60,6 +60,9 @@ public struct ReplicatorConfiguration: Sendable {
     /// Refuse the first sync with a folder that shares no history with this one and holds
     /// documents at the same paths (`--allow-unrelated` turns it off).
     public var refuseUnrelated = false
+    /// How long the peer may take to answer the handshake, or, over Couchbase Lite's protocol
+    /// (which has none), to answer at all (`PeerSession.handshakeLimit`).
+    public var silenceLimit = PeerSession.handshakeLimit
 
     /// A configuration for the peer at `url` serving `remoteDatabase`.
     public init(url: String, remoteDatabase: String) {
@@ -186,7 +189,10 @@ public final class Replicator: Sendable {
         // The byte counts change with every message and are not reported as they go: take
         // them (and the rest) once more when the session ends, however it ends.
         do {
-            try await runSession(session, configuration, opened: opened)
+            // Couchbase Lite's protocol has no handshake for `open` to time: the session's
+            // loop bounds the wait for the peer's first answer instead.
+            let silenceLimit: Duration? = transport.wireFormat == .ferry1 ? nil : configuration.silenceLimit
+            try await runSession(session, configuration, silenceLimit: silenceLimit, opened: opened)
         } catch {
             progress(await session.stats)
             throw error
@@ -195,14 +201,15 @@ public final class Replicator: Sendable {
         return await session.wantsAnotherRound
     }
 
-    private func runSession(_ session: PeerSession, _ configuration: ReplicatorConfiguration, opened: () -> Void) async throws {
+    private func runSession(_ session: PeerSession, _ configuration: ReplicatorConfiguration, silenceLimit: Duration?,
+                            opened: () -> Void) async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
-                await session.run()
+                await session.run(firstMessageWithin: silenceLimit)
                 return false
             }
             do {
-                try await session.open()
+                try await session.open(within: configuration.silenceLimit)
             } catch {
                 await session.close()
                 throw error

@@ -18,7 +18,7 @@ import FerryTesting
     /// hold the folder's writer lock after its peer left: the next one tries again (bounded),
     /// and closes its connection if it cannot open the folder, so that the pulling or pushing side fails
     /// instead of waiting for ever for an answer (a loaded machine's full test run hung so).
-    func serve(_ folder: String, database: String, readOnly: Bool = false) async throws -> Listener {
+    func serve(_ folder: String, database: String, readOnly: Bool = false, firstMessageWithin: Duration? = nil) async throws -> Listener {
         let logger = self.logger
         return try await Listener.start(ListenerConfiguration(database: database)) { connection in
             Task {
@@ -31,7 +31,8 @@ import FerryTesting
                     await connection.close(code: 1011, reason: "cannot open the folder")
                     return
                 }
-                await PeerSession(transport: connection, shared: SharedStore(store), role: .passive, readOnly: readOnly, logger: logger).run()
+                await PeerSession(transport: connection, shared: SharedStore(store), role: .passive, readOnly: readOnly, logger: logger)
+                    .run(firstMessageWithin: firstMessageWithin)
             }
         }
     }
@@ -198,19 +199,30 @@ import FerryTesting
         await listener.stop()
     }
 
+    /// A listener for "inventory" that takes each WebSocket (and answers its pings) but never
+    /// serves it, the connections it took, and a new empty folder at `target` to replicate into.
+    func mute(into target: String) async throws -> (Listener, TakenConnections, SharedStore) {
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let taken = TakenConnections()
+        let listener = try await Listener.start(ListenerConfiguration(database: "inventory")) { connection in
+            taken.list.withLock { $0.append(connection) }
+        }
+        return (listener, taken, SharedStore(try FolderStore.open(at: target, writable: true)))
+    }
+
+    /// The connections a mute listener took.
+    final class TakenConnections: Sendable {
+        let list = Mutex<[PeerConnection]>([])
+        var all: [PeerConnection] { list.withLock { $0 } }
+    }
+
     /// A listener that takes the WebSocket (and answers its pings) but never the handshake
     /// holds a pull only as long as the handshake's limit: the connection is then closed and
     /// the pull fails, saying why. Stopping the pull meanwhile ends it at once, as a
     /// cancellation (not a timeout).
     @Test(.timeLimit(.minutes(1))) func aPeerThatNeverAnswersTheHandshakeIsLeftAtTheLimit() async throws {
         let tmp = TemporaryDirectory()
-        let target = tmp.appending("copy")
-        #expect(try FerryProcess.ferry(["init", target]).status == 0)
-        let taken = Mutex<[PeerConnection]>([])
-        let listener = try await Listener.start(ListenerConfiguration(database: "inventory")) { connection in
-            taken.withLock { $0.append(connection) }
-        }
-        let shared = SharedStore(try FolderStore.open(at: target, writable: true))
+        let (listener, taken, shared) = try await mute(into: tmp.appending("copy"))
         let logger = self.logger
         func session() async throws -> PeerSession {
             let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!)
@@ -238,7 +250,71 @@ import FerryTesting
         await #expect(throws: CancellationError.self) { try await opening.value }
         await stoppedLoop
         #expect(ContinuousClock.now - cancelled < .seconds(10))
-        #expect(taken.withLock { $0.count } == 2)
+        #expect(taken.all.count == 2)
+        await listener.stop()
+    }
+
+    /// A client that completes the WebSocket upgrade and never speaks (no `hello` over
+    /// `ferry/1`, no request over Couchbase Lite's protocol) holds a listener's session only
+    /// until the limit: the listener closes it with 1001, saying why. A client that speaks
+    /// first and then stays quiet for longer than the limit is still served.
+    @Test(.timeLimit(.minutes(1))) func aClientThatNeverSpeaksIsClosedByTheListenerAtTheLimit() async throws {
+        let tmp = TemporaryDirectory()
+        let source = tmp.appending("inventory"), target = tmp.appending("copy")
+        #expect(try FerryProcess.ferry(["init", "--sample", source]).status == 0)
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let listener = try await serve(source, database: "inventory", firstMessageWithin: .milliseconds(300))
+        for peerProtocol in [PeerProtocol.ferry, .cbl] {
+            let silent = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!, protocol: peerProtocol)
+            let start = ContinuousClock.now
+            // Bounded: without the limit, the listener would never close it.
+            let closed = await withTaskGroup(of: CloseReason?.self) { group in
+                group.addTask { await silent.waitUntilClosed() }
+                group.addTask { try? await Task.sleep(for: .seconds(10)); return nil }
+                let first = await group.next() ?? nil
+                await silent.close(code: 1000, reason: "test over")
+                group.cancelAll()
+                return first
+            }
+            #expect(closed?.code == 1001 && closed?.reason == "nothing received within 300 ms", "\(peerProtocol): \(String(describing: closed))")
+            #expect(ContinuousClock.now - start < .seconds(10), "\(peerProtocol)")
+        }
+        let stats = try await session(target, listener, "inventory") { session in
+            try await Task.sleep(for: .milliseconds(900))
+            return try await session.pullOnce()
+        }
+        #expect(stats.revisionsReceived == 1, "\(stats)")
+        #expect(FileManager.default.fileExists(atPath: target + "/samplelist.json"))
+        await listener.stop()
+    }
+
+    /// Couchbase Lite's protocol has no handshake: a replicator that reaches a listener which
+    /// takes the WebSocket but never answers gives up on the connection at its silence limit,
+    /// saying why, instead of waiting for the first answer for ever.
+    @Test(.timeLimit(.minutes(1))) func aCouchbaseLitePeerThatNeverAnswersIsLeftAtTheLimit() async throws {
+        let tmp = TemporaryDirectory()
+        let (listener, taken, shared) = try await mute(into: tmp.appending("copy"))
+        var configuration = ReplicatorConfiguration(url: "ws://127.0.0.1:\(listener.port)/inventory", remoteDatabase: "inventory")
+        configuration.direction = .pull
+        configuration.maxAttempts = 1
+        configuration.silenceLimit = .milliseconds(300)
+        let url = PeerURL(configuration.url)!
+        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
+            try await Dialer.connect(to: url, protocol: .cbl)
+        }, logger: logger)
+        let start = ContinuousClock.now
+        let outcome = Task { try await replicator.run() }
+        // Bounded: without the limit, the replicator would wait for an answer for ever.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(10))
+            outcome.cancel()
+        }
+        defer { watchdog.cancel() }
+        await #expect(throws: (any Error).self) { _ = try await outcome.value }
+        #expect(ContinuousClock.now - start < .seconds(10))
+        let lastError = replicator.status.lastError ?? ""
+        #expect(lastError.contains("the peer sent nothing within 300 ms"), "\(lastError)")
+        #expect(taken.all.map(\.wireFormat) == [.cbMobile(version: 3)])
         await listener.stop()
     }
 }

@@ -31,7 +31,7 @@ struct ListenerService: Service {
                                               readOnly: readOnly, features: features, logger: sessionLogger) { stats in
                         incoming.update(id, stats)
                     }
-                    await session.run()
+                    await session.run(firstMessageWithin: PeerSession.handshakeLimit)
                     incoming.remove(id)
                     let stats = await session.stats
                     var metadata = Self.describe(connection)

@@ -3,9 +3,11 @@ import FerryProtocol
 import FerryStore
 
 extension PeerSession {
-    /// How long the peer may take to answer the handshake. A peer that accepts the WebSocket
-    /// and answers its pings but never the handshake would otherwise hold this side for ever:
-    /// the heartbeat notices only a peer that sends nothing at all.
+    /// How long a new connection's peer may take to say something: to answer the handshake
+    /// (`open`), or, where there is none to wait for (a listener's session, or Couchbase
+    /// Lite's protocol), to send its first message (`run(firstMessageWithin:)`). A peer that
+    /// accepts the WebSocket and answers its pings but never speaks would otherwise hold this
+    /// side for ever: the heartbeat notices only a peer that sends nothing at all.
     public static let handshakeLimit: Duration = .seconds(30)
 
     /// Opens the session (the channel's handshake); call after `run()` has started in another

@@ -106,12 +106,14 @@ public actor PeerSession {
     // MARK: The loop
 
     /// Reads the connection until it closes, serving requests; returns when it has closed and
-    /// every request it was serving has ended.
-    public func run() async {
+    /// every request it was serving has ended. With `firstMessageWithin`, a peer that sends
+    /// nothing at all (no `hello`, request or answer) within that time is closed (1001).
+    public func run(firstMessageWithin limit: Duration? = nil) async {
         let (signal, signalSink) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         inboxSignal = signalSink
         await withDiscardingTaskGroup { group in
             group.addTask { await self.drainInbox(signal) }
+            if let limit { group.addTask { await self.closeIfSilent(for: limit) } }
             while let event = await channel.next() {
                 switch event {
                 case .request(let incoming):
@@ -143,6 +145,17 @@ public actor PeerSession {
     }
 
     private func requestFinished() { budget.finished() }
+
+    /// Closes the connection if the peer has sent no message within `limit`. A client that
+    /// completes the WebSocket upgrade and answers pings but never speaks is not silent to the
+    /// heartbeat, and would otherwise hold a listener's session (and its descriptors) for
+    /// ever; a peer that spoke once may then stay quiet (a continuous replication waits so).
+    private func closeIfSilent(for limit: Duration) async {
+        do { try await Task.sleep(for: limit) } catch { return }
+        guard !closed, channel.traffic.received == 0 else { return }
+        await closeConnection(code: 1001, reason: "nothing received within \(Self.text(limit))",
+                              because: "the peer sent nothing within \(Self.text(limit))")
+    }
 
     private func finishAll() {
         closed = true
