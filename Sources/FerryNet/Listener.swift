@@ -37,6 +37,10 @@ public struct ListenerConfiguration: Sendable {
     /// Most connections being set up at once; past it the oldest is dropped, so connections
     /// that send nothing cannot lock real peers out.
     public var maxConnectionsInSetup = 128
+    /// Most upgraded connections open at once; past it an upgrade request is answered 503
+    /// (the client retries with its backoff), so a crowd of clients cannot exhaust the
+    /// descriptors the folder itself needs.
+    public var maxConnections = 256
     /// The passive side's ping interval (a peer silent for two is dropped); nil: no pings.
     public var heartbeat: Duration? = .seconds(30)
     /// Failed logins go here (user and address, never a secret).
@@ -161,7 +165,7 @@ struct ConnectionSetup: Sendable {
     /// Adds the handlers; the future completes with what the request became.
     func configure(_ channel: Channel) throws -> EventLoopFuture<ConnectionOutcome> {
         let config = configuration, setups = setups, registry = registry
-        let decision = RouteDecision(configuration: config, logins: logins)
+        let decision = RouteDecision(configuration: config, logins: logins, registry: registry)
         let upgrader = NIOTypedWebSocketServerUpgrader<ConnectionOutcome>(
             maxFrameSize: min(config.maxMessageBytes, Int(UInt32.max)),
             enableAutomaticErrorHandling: true,
@@ -253,10 +257,12 @@ enum Route: Equatable {
     case notFound(String)
     case unauthorized
     case badRequest(String)
+    case busy(String)
 
     /// The route of `head`; `authorized` is the outcome of the password check (asked only
-    /// when the path names the database and a check is configured).
-    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool) -> Route {
+    /// when the path names the database and a check is configured); `open`: the upgraded
+    /// connections open now.
+    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool, open: Int) -> Route {
         if let missing = missingDatabase(head, config) { return missing }
         guard authorized else { return .unauthorized }
         let wantsUpgrade = head.headers["Upgrade"].contains { $0.lowercased() == "websocket" }
@@ -267,6 +273,7 @@ enum Route: Equatable {
             return .badRequest(blipPath ? "offer the WebSocket subprotocol BLIP_3+CBMobile_3, BLIP_3+CBMobile_2 or \(ProtocolVersion.subprotocol)"
                                         : "offer the WebSocket subprotocol \(ProtocolVersion.subprotocol)")
         }
+        guard open < config.maxConnections else { return .busy("the listener serves \(config.maxConnections) connections already") }
         return .upgrade(format)
     }
 
@@ -292,11 +299,15 @@ enum Route: Equatable {
 final class RouteDecision: Sendable {
     let configuration: ListenerConfiguration
     let logins: LoginGuard
+    /// The open connections, counted against `maxConnections` when the request is decided
+    /// (requests decided at once may pass it by the few being upgraded meanwhile).
+    let registry: ConnectionRegistry
     private let decided = NIOLockedValueBox<EventLoopFuture<Route>?>(nil)
 
-    init(configuration: ListenerConfiguration, logins: LoginGuard) {
+    init(configuration: ListenerConfiguration, logins: LoginGuard, registry: ConnectionRegistry) {
         self.configuration = configuration
         self.logins = logins
+        self.registry = registry
     }
 
     /// The route of `head`, computed on first ask.
@@ -309,8 +320,13 @@ final class RouteDecision: Sendable {
         } else {
             let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
             let address = channel.remoteAddress?.ipAddress ?? "unknown"
+            let registry = self.registry
             future = logins.authorize(user: user, password: password, address: address, on: channel)
-                .map { Route.decide(head, config, authorized: $0) }
+                .map { authorized in
+                    let route = Route.decide(head, config, authorized: authorized, open: registry.counts.active)
+                    if case .busy(let why) = route { config.logger.warning("refused a connection: \(why)", metadata: ["address": "\(address)"]) }
+                    return route
+                }
         }
         decided.withLockedValue { $0 = future }
         return future
@@ -512,7 +528,7 @@ final class RequestPeek: ChannelInboundHandler, RemovableChannelHandler, Sendabl
     }
 }
 
-/// Answers requests that were not upgraded: a description, 404, 400 or 401; then closes.
+/// Answers requests that were not upgraded: a description, 404, 400, 401 or 503; then closes.
 final class PlainHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -576,6 +592,10 @@ final class PlainHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         case .badRequest(let why):
             status = .badRequest
             body = ["error": "bad_request", "reason": why]
+        case .busy(let why):
+            status = .serviceUnavailable
+            headers.add(name: "Retry-After", value: "5")
+            body = ["error": "busy", "reason": why]
         }
         let text = JSONValue.object(body.mapValues { .string($0) }).canonicalBytes + [0x0A]
         headers.add(name: "Content-Length", value: String(text.count))

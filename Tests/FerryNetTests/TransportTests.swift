@@ -85,6 +85,34 @@ import FerryProtocol
         await listener.stop()
     }
 
+    /// Past `maxConnections` upgraded connections, an upgrade is answered 503 (transient: the
+    /// replicator retries) while the open ones go on; once one ends, a new one is let in.
+    @Test func aFullListenerAnswers503UntilAConnectionEnds() async throws {
+        let listener = try await startEchoListener { $0.maxConnections = 2 }
+        let first = try await Dialer.connect(to: url(listener))
+        let second = try await Dialer.connect(to: url(listener))
+        do {
+            let third = try await Dialer.connect(to: url(listener))
+            await third.close()
+            Issue.record("a third connection was let in past the limit of 2")
+        } catch let error as DialError {
+            #expect(error.kind == .refused(status: 503) && error.isTransient, "\(error)")
+            #expect(error.message.contains("is busy (HTTP 503)"), "\(error)")
+        }
+        var machine = ConnectionStateMachine(role: .active, localPeer: "replicator", database: "inventory")
+        try await second.send(text: FrameCodec.encode(machine.start()!))
+        var iterator = second.inbound.makeAsyncIterator()
+        guard case .text(let reply)? = await iterator.next() else { Issue.record("an open connection stopped being served"); return }
+        #expect(machine.receiveText(reply) == .opened(version: 1, peer: "listener", features: []))
+        await first.close()
+        for _ in 0..<100 where listener.connectionCounts.active > 1 { try await Task.sleep(for: .milliseconds(50)) }
+        let again = try await Dialer.connect(to: url(listener))
+        #expect(listener.connectionCounts.active == 2)
+        await again.close()
+        await second.close()
+        await listener.stop()
+    }
+
     @Test func plainHTTPGetsAnswersNotCrashes() async throws {
         let listener = try await startEchoListener { $0.passwordCheck = { user, _ in user == "bob" } }
         func get(_ path: String, auth: Bool = true) throws -> String {
