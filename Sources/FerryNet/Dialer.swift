@@ -405,7 +405,7 @@ final class UpgradeRefusalHandler: ChannelInboundHandler, RemovableChannelHandle
         var message = "\(url) refused the connection: HTTP \(status) \(response.status.reasonPhrase)"
         if status == 401 { message = "\(url) refused the credentials (HTTP 401)" }
         if status == 404 { message = "\(url): no database \"\(url.database)\" there (HTTP 404)" }
-        if status == 503 { message = "\(url) is busy (HTTP 503): it serves as many connections as it allows" }
+        if status == 503 { message = "\(url) is unavailable for now (HTTP 503)" }
         promise.fail(DialError(kind: .refused(status: status), message: message))
         context.close(promise: nil)
     }

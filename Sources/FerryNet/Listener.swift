@@ -41,6 +41,9 @@ public struct ListenerConfiguration: Sendable {
     /// (the client retries with its backoff), so a crowd of clients cannot exhaust the
     /// descriptors the folder itself needs.
     public var maxConnections = 256
+    /// Most upgraded connections open at once from one IP address (503 past it), so that one
+    /// host cannot take every connection the listener allows.
+    public var maxConnectionsPerAddress = 64
     /// The passive side's ping interval (a peer silent for two is dropped); nil: no pings.
     public var heartbeat: Duration? = .seconds(30)
     /// Failed logins go here (user and address, never a secret).
@@ -54,8 +57,8 @@ public struct ListenerConfiguration: Sendable {
 /// upgrader turns into WebSockets speaking `ferry/1` (`GET /<database>`, after HTTP Basic
 /// authentication); accepted connections arrive as an `NIOAsyncChannel` and each one's
 /// outcome is awaited in a child task. Anything else gets a plain HTTP answer: a JSON
-/// description of the database, 404, 400, or 401 with `WWW-Authenticate`. Never crashes on
-/// what a client sends.
+/// description of the database, 404, 400, 401 with `WWW-Authenticate`, or 503 when it serves
+/// as many connections as it allows. Never crashes on what a client sends.
 public final class Listener: Sendable {
     /// The configuration.
     public let configuration: ListenerConfiguration
@@ -150,7 +153,7 @@ public final class Listener: Sendable {
 enum ConnectionOutcome: Sendable {
     /// Upgraded: a WebSocket (its `wireFormat` says what it speaks).
     case webSocket(PeerConnection)
-    /// Answered with plain HTTP (a description, 404, 400, 401), then closed.
+    /// Answered with plain HTTP (a description, 404, 400, 401, 503), then closed.
     case plainHTTP
 }
 
@@ -190,7 +193,7 @@ struct ConnectionSetup: Sendable {
                     let user = config.passwordCheck == nil ? nil : BasicCredentials.parse(head.headers["Authorization"].first).0
                     let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format,
                                                     user: user, path: Route.path(of: head))
-                    registry.add(connection)
+                    registry.add(connection, address: channel.remoteAddress?.ipAddress ?? "unknown")
                     channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                     return .webSocket(connection)
                 }
@@ -236,18 +239,69 @@ public struct ListenerTLS: Sendable {
     }
 }
 
-/// The open connections of a listener.
+/// The open connections of a listener, and how many come from each address.
 final class ConnectionRegistry: Sendable {
     private struct State {
-        var open: [ObjectIdentifier: PeerConnection] = [:]
+        var open: [ObjectIdentifier: (connection: PeerConnection, address: String)] = [:]
+        var perAddress: [String: Int] = [:]
         var total = 0
+        /// Upgrades refused as busy since the last one logged (`noteRefusal`).
+        var refusedUnlogged = 0
+        var lastRefusalLogged: NIODeadline?
     }
     private let state = NIOLockedValueBox(State())
 
-    func add(_ c: PeerConnection) { state.withLockedValue { $0.open[ObjectIdentifier(c)] = c; $0.total += 1 } }
-    func remove(_ c: PeerConnection) { state.withLockedValue { _ = $0.open.removeValue(forKey: ObjectIdentifier(c)) } }
-    var all: [PeerConnection] { state.withLockedValue { Array($0.open.values) } }
+    func add(_ c: PeerConnection, address: String) {
+        state.withLockedValue { s in
+            s.open[ObjectIdentifier(c)] = (c, address)
+            s.perAddress[address, default: 0] += 1
+            s.total += 1
+        }
+    }
+
+    func remove(_ c: PeerConnection) {
+        state.withLockedValue { s in
+            guard let (_, address) = s.open.removeValue(forKey: ObjectIdentifier(c)) else { return }
+            s.perAddress[address] = s.perAddress[address]! > 1 ? s.perAddress[address]! - 1 : nil
+        }
+    }
+
+    var all: [PeerConnection] { state.withLockedValue { $0.open.values.map(\.connection) } }
     var counts: (total: Int, active: Int) { state.withLockedValue { ($0.total, $0.open.count) } }
+
+    /// Connections open now, in all and from `address`.
+    func load(from address: String) -> ConnectionLoad {
+        state.withLockedValue { ConnectionLoad(open: $0.open.count, fromAddress: $0.perAddress[address] ?? 0) }
+    }
+
+    /// Counts a busy refusal; returns how many to log now (this one and those not logged
+    /// before), at most once a minute, so that clients retrying a full listener do not flood
+    /// the log; nil otherwise.
+    func noteRefusal() -> Int? {
+        state.withLockedValue { s in
+            s.refusedUnlogged += 1
+            let now = NIODeadline.now()
+            if let last = s.lastRefusalLogged, now - last < .minutes(1) { return nil }
+            defer { s.refusedUnlogged = 0 }
+            s.lastRefusalLogged = now
+            return s.refusedUnlogged
+        }
+    }
+}
+
+/// Upgraded connections open at a moment: in all, and from one address.
+struct ConnectionLoad {
+    var open: Int
+    var fromAddress: Int
+
+    /// Why one more connection from that address is refused, if it is (nil: let it in).
+    func refusal(_ config: ListenerConfiguration) -> String? {
+        if open >= max(config.maxConnections, 1) { return "the listener serves \(config.maxConnections) connections already" }
+        if fromAddress >= max(config.maxConnectionsPerAddress, 1) {
+            return "the listener serves \(config.maxConnectionsPerAddress) connections from this address already"
+        }
+        return nil
+    }
 }
 
 /// What to do with an HTTP request.
@@ -260,21 +314,25 @@ enum Route: Equatable {
     case busy(String)
 
     /// The route of `head`; `authorized` is the outcome of the password check (asked only
-    /// when the path names the database and a check is configured); `open`: the upgraded
+    /// when the path names the database and a check is configured); `load`: the upgraded
     /// connections open now.
-    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool, open: Int) -> Route {
+    static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool, load: ConnectionLoad) -> Route {
         if let missing = missingDatabase(head, config) { return missing }
         guard authorized else { return .unauthorized }
-        let wantsUpgrade = head.headers["Upgrade"].contains { $0.lowercased() == "websocket" }
-        guard wantsUpgrade else { return .describe }
+        guard asksForUpgrade(head) else { return .describe }
         let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let blipPath = path(of: head) == "/" + config.database + "/_blipsync"
         guard let format = WireFormat.chosen(from: offered, blipPath: blipPath) else {
             return .badRequest(blipPath ? "offer the WebSocket subprotocol BLIP_3+CBMobile_3, BLIP_3+CBMobile_2 or \(ProtocolVersion.subprotocol)"
                                         : "offer the WebSocket subprotocol \(ProtocolVersion.subprotocol)")
         }
-        guard open < config.maxConnections else { return .busy("the listener serves \(config.maxConnections) connections already") }
+        if let why = load.refusal(config) { return .busy(why) }
         return .upgrade(format)
+    }
+
+    /// True when the request asks for a WebSocket.
+    static func asksForUpgrade(_ head: HTTPRequestHead) -> Bool {
+        head.headers["Upgrade"].contains { $0.lowercased() == "websocket" }
     }
 
     /// 404 unless the path is `/<database>` (ferry's) or `/<database>/_blipsync` (Couchbase
@@ -299,8 +357,9 @@ enum Route: Equatable {
 final class RouteDecision: Sendable {
     let configuration: ListenerConfiguration
     let logins: LoginGuard
-    /// The open connections, counted against `maxConnections` when the request is decided
-    /// (requests decided at once may pass it by the few being upgraded meanwhile).
+    /// The open connections, counted against `maxConnections` when the request is decided:
+    /// requests decided at once may pass it by those being upgraded meanwhile (at most
+    /// `maxConnectionsInSetup`).
     let registry: ConnectionRegistry
     private let decided = NIOLockedValueBox<EventLoopFuture<Route>?>(nil)
 
@@ -321,12 +380,20 @@ final class RouteDecision: Sendable {
             let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
             let address = channel.remoteAddress?.ipAddress ?? "unknown"
             let registry = self.registry
-            future = logins.authorize(user: user, password: password, address: address, on: channel)
-                .map { authorized in
-                    let route = Route.decide(head, config, authorized: authorized, open: registry.counts.active)
-                    if case .busy(let why) = route { config.logger.warning("refused a connection: \(why)", metadata: ["address": "\(address)"]) }
-                    return route
+            let busy = { (route: Route) -> Route in
+                if case .busy(let why) = route, let refused = registry.noteRefusal() {
+                    config.logger.warning("refused a connection: \(why)\(refused > 1 ? " (\(refused) since the last such message)" : "")",
+                                          metadata: ["address": "\(address)"])
                 }
+                return route
+            }
+            if Route.asksForUpgrade(head), let why = registry.load(from: address).refusal(config) {
+                // Full already: the password check (slow on purpose) would be for nothing.
+                future = channel.eventLoop.makeSucceededFuture(busy(.busy(why)))
+            } else {
+                future = logins.authorize(user: user, password: password, address: address, on: channel)
+                    .map { busy(Route.decide(head, config, authorized: $0, load: registry.load(from: address))) }
+            }
         }
         decided.withLockedValue { $0 = future }
         return future

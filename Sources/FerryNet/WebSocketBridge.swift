@@ -101,6 +101,10 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
                 echo.writeInteger(code == 1005 ? 1000 : code)
                 context.writeAndFlush(wrapOutboundOut(outgoing(.connectionClose, echo)))
                     .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+                // A peer that stopped reading never takes the echo: don't wait for ever (the
+                // connection would stay open, and counted against the listener's limit).
+                let channel = context.channel
+                channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
             } else {
                 context.close(promise: nil)
             }

@@ -4,7 +4,8 @@ import Synchronization
 /// Two ends of a `ReplicationChannel` that hand requests, answers and blob bytes to each
 /// other as values, with no wire format at all: no frames, no encoding, a handshake that only
 /// exchanges names. A session that syncs over it shows the replication logic needs nothing of
-/// `ferry/1` (the seam BLIP goes behind).
+/// `ferry/1` (the seam BLIP goes behind). It counts no traffic, so a session over it must not
+/// be given a first-message limit (`PeerSession.run(firstMessageWithin:)`).
 public final class DirectChannel: ReplicationChannel {
     private struct State {
         var events: [ChannelEvent] = []

@@ -85,19 +85,32 @@ import FerryProtocol
         await listener.stop()
     }
 
-    /// Past `maxConnections` upgraded connections, an upgrade is answered 503 (transient: the
-    /// replicator retries) while the open ones go on; once one ends, a new one is let in.
-    @Test func aFullListenerAnswers503UntilAConnectionEnds() async throws {
-        let listener = try await startEchoListener { $0.maxConnections = 2 }
+    /// Past `maxConnections` upgraded connections (or `maxConnectionsPerAddress` from one
+    /// address), an upgrade is answered 503 (transient: the replicator retries), Couchbase
+    /// Lite's too, while the open ones go on; once one ends, a new one is let in.
+    @Test(.timeLimit(.minutes(1)), arguments: [(2, 64), (64, 2)])
+    func aFullListenerAnswers503UntilAConnectionEnds(limits: (total: Int, perAddress: Int)) async throws {
+        let listener = try await startEchoListener {
+            $0.maxConnections = limits.total
+            $0.maxConnectionsPerAddress = limits.perAddress
+        }
+        /// The listener counts a connection once its upgrade is done, a moment after the dial returns.
+        func waitForCount(_ n: Int) async throws {
+            for _ in 0..<100 where listener.connectionCounts.active != n { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(listener.connectionCounts.active == n)
+        }
         let first = try await Dialer.connect(to: url(listener))
         let second = try await Dialer.connect(to: url(listener))
-        do {
-            let third = try await Dialer.connect(to: url(listener))
-            await third.close()
-            Issue.record("a third connection was let in past the limit of 2")
-        } catch let error as DialError {
-            #expect(error.kind == .refused(status: 503) && error.isTransient, "\(error)")
-            #expect(error.message.contains("is busy (HTTP 503)"), "\(error)")
+        try await waitForCount(2)
+        for peerProtocol in [PeerProtocol.ferry, .cbl] {
+            do {
+                let third = try await Dialer.connect(to: url(listener), protocol: peerProtocol)
+                await third.close()
+                Issue.record("a third connection was let in past the limit of 2 (\(peerProtocol))")
+            } catch let error as DialError {
+                #expect(error.kind == .refused(status: 503) && error.isTransient, "\(error)")
+                #expect(error.message.contains("is unavailable for now (HTTP 503)"), "\(error)")
+            }
         }
         var machine = ConnectionStateMachine(role: .active, localPeer: "replicator", database: "inventory")
         try await second.send(text: FrameCodec.encode(machine.start()!))
@@ -105,9 +118,9 @@ import FerryProtocol
         guard case .text(let reply)? = await iterator.next() else { Issue.record("an open connection stopped being served"); return }
         #expect(machine.receiveText(reply) == .opened(version: 1, peer: "listener", features: []))
         await first.close()
-        for _ in 0..<100 where listener.connectionCounts.active > 1 { try await Task.sleep(for: .milliseconds(50)) }
+        try await waitForCount(1)
         let again = try await Dialer.connect(to: url(listener))
-        #expect(listener.connectionCounts.active == 2)
+        try await waitForCount(2)
         await again.close()
         await second.close()
         await listener.stop()

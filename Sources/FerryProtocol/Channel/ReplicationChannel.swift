@@ -48,7 +48,9 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     var refusal: String? { get }
     /// How the connection ended ("1001: listener stopped"); nil while it is open.
     var closeDescription: String? { get }
-    /// Message bytes sent and received so far (payloads, without framing or TLS).
+    /// Message bytes sent and received so far (payloads, without framing or TLS). `received`
+    /// grows with every message as it is read, before it is checked: a session's first-message
+    /// limit (`PeerSession.run(firstMessageWithin:)`) relies on it.
     var traffic: ChannelTraffic { get }
     /// True when the peer answers a second `subChanges` on the same connection (ferry does;
     /// Couchbase Lite's passive side serves one subscription per connection, so a later

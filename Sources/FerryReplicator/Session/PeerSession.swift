@@ -152,7 +152,8 @@ public actor PeerSession {
     /// ever; a peer that spoke once may then stay quiet (a continuous replication waits so).
     private func closeIfSilent(for limit: Duration) async {
         do { try await Task.sleep(for: limit) } catch { return }
-        guard !closed, channel.traffic.received == 0 else { return }
+        // Not while a close is under way (the peer's or this side's): it is not silence.
+        guard !closed, channel.closeDescription == nil, channel.traffic.received == 0 else { return }
         await closeConnection(code: 1001, reason: "nothing received within \(Self.text(limit))",
                               because: "the peer sent nothing within \(Self.text(limit))")
     }
