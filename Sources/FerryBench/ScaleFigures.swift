@@ -145,7 +145,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
 @MainActor func initialSync(from source: String, into target: String) throws -> (run: ChildRun, listenerKiB: Int) {
     let (listener, url) = try AgentChild.listener(source, tls: true)
     _ = try measure(ferry, ["init", target])
-    try settle()
+    try settle(warming: source)
     let run = try measure(ferry, ["sync", url, "--pull", "-C", target, "--accept-self-signed", "-q"])
     guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
     let listenerKiB = listener.peakRSSKiB

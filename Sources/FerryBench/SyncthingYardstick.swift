@@ -101,7 +101,7 @@ final class SyncthingPair {
     func sync(files: Int, timeout: Double = 600) throws -> (seconds: Double, sourceKiB: Int, targetKiB: Int)? {
         try start(0)
         guard waitUntilHolding(0, files: files, timeout: timeout) != nil else { return nil }
-        try settle()
+        try settle(warming: source)
         try start(1)
         guard let seconds = waitUntilHolding(1, files: files, timeout: timeout) else { return nil }
         return (seconds, highWaterRSS(instances[0].processIdentifier), highWaterRSS(instances[1].processIdentifier))

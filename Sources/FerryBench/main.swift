@@ -57,9 +57,42 @@ func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) 
 
 /// Writes back every dirty page (`sync`, untimed) so that a timed step does not pay for the
 /// previous one's writes: ferry's `syncfs` and rsync's fsyncs would otherwise flush them.
-func settle() throws {
+/// With `warming`, the folder a bulk copy reads, then memory is warmed (`warmMemory`) just
+/// before the copy starts, for ferry's runs and rsync's alike.
+func settle(warming source: String? = nil) throws {
     _ = try measure("/bin/sync", [])
     dropFerryFromPageCache()
+    if let source { warmMemory(reading: source) }
+}
+
+/// Puts memory in the same state before every timed bulk copy, whichever program makes it. On
+/// this VM, memory left idle is taken back: a DAMON scheme pages out what was not touched for
+/// a minute, and the balloon hands free pages back to the host, which backs them again only
+/// when touched. The first write into such pages, or a read of a file paged out, cost up to ten
+/// times a warm one (200 MiB written: 0.34–0.48 s cold, 0.04–0.05 s warm; docs/performance.md),
+/// and how much of a run hit them depended on what ran before it. So: read every file of
+/// `source` (the copy's input), then write and remove a scratch file twice its size (room for
+/// what the copy writes: ferry writes a body twice, object and file), so the copy's writes go
+/// to pages touched a moment ago.
+func warmMemory(reading source: String) {
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    var bytes = 0
+    if let files = FileManager.default.enumerator(atPath: source) {
+        for case let name as String in files {
+            let fd = open(source + "/" + name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            while case let n = buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }), n > 0 { bytes += n }
+            close(fd)
+        }
+    }
+    let scratch = work + "/warm-memory"
+    let fd = open(scratch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { return }
+    for i in buffer.indices { buffer[i] = UInt8(truncatingIfNeeded: i &* 131 &+ 7) }
+    let scratchBytes = min(2 * bytes + (64 << 20), 2 << 30)
+    for _ in 0..<(scratchBytes >> 20) { _ = buffer.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+    close(fd)
+    unlink(scratch)  // its pages are dropped unwritten, free for the copy
 }
 
 /// Drops the pages of the ferry binary that no process maps from the page cache, so that the
@@ -76,7 +109,7 @@ func dropFerryFromPageCache() {
 
 /// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures.
 func rsync(_ source: String, _ destination: String, _ extra: [String] = []) throws -> ChildRun {
-    try settle()
+    try settle(warming: source)
     let run = try measure("/usr/bin/rsync", ["-a", "--fsync"] + extra + [source + "/", destination + "/"])
     guard run.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: ["rsync": run.output]) }
     return run
@@ -117,6 +150,7 @@ try FileManager.default.createDirectory(atPath: work, withIntermediateDirectorie
 defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(atPath: work) } }
 
 print("ferry-bench — \(ProcessInfo.processInfo.processorCount) cores, work dir \(work)")
+print("before each timed bulk copy, ferry's or a yardstick's: sync, read its source, warm memory (docs/performance.md)")
 
 /// Microseconds to create one empty file, the mean of two rounds of 2,000 in fresh directories
 /// under `work` (left in place: removing them would cause what this looks for).
@@ -351,14 +385,15 @@ do {
     }
 }
 
-/// `RepeatedRuns.count` one-shot pulls from `url`, each into a new empty folder `target(i)`
-/// (removed after its run when `removing`); their times and the replicator's peak RSS.
-@MainActor func pulls(from url: String, trust: [String], removing: Bool = false,
+/// `RepeatedRuns.count` one-shot pulls from `url` (a listener serving `source`), each into a
+/// new empty folder `target(i)` (removed after its run when `removing`); their times and the
+/// replicator's peak RSS.
+@MainActor func pulls(from url: String, serving source: String, trust: [String], removing: Bool = false,
                       into target: (Int) -> String) throws -> (RepeatedRuns, peakRSSKiB: Int) {
     var runs = RepeatedRuns(seconds: []), peak = 0
     for i in 0..<RepeatedRuns.count {
         _ = try measure(ferry, ["init", target(i)])
-        try settle()
+        try settle(warming: source)
         let run = try measure(ferry, ["sync", url, "--pull", "-C", target(i)] + trust)
         guard run.status == 0 else { print("sync failed: \(run.output)"); exit(1) }
         runs.seconds.append(run.seconds)
@@ -401,7 +436,7 @@ do {
     // 4b. Initial sync of the N × 1 KiB documents of step 1 into an empty folder, a fresh one
     // each run (none is removed before the end: a mass deletion slows file creation here).
     let (listener, url) = try AgentChild.listener(source, tls: tls)
-    let (runs, replicatorRSS) = try pulls(from: url, trust: trust) { work + "/repl-10k-\(tls)-\($0)" }
+    let (runs, replicatorRSS) = try pulls(from: url, serving: source, trust: trust) { work + "/repl-10k-\(tls)-\($0)" }
     print(String(format: "initial sync over %@ of %d x 1 KiB documents: %@   (goal <= 2 s)   peak RSS listener %@, replicator %@   (goal <= 60 MB = 57.2 MiB)",
                  scheme, fileCount, runs.text, mib(listener.peakRSSKiB), mib(replicatorRSS))
           + versusRsync(runs, rsyncFigures.documents))
@@ -421,7 +456,7 @@ do {
         }
     }
     let (listener, url) = try AgentChild.listener(bigSource, tls: tls)
-    let (runs, replicatorRSS) = try pulls(from: url, trust: trust, removing: true) { _ in work + "/repl-big-copy-\(tls)" }
+    let (runs, replicatorRSS) = try pulls(from: url, serving: bigSource, trust: trust, removing: true) { _ in work + "/repl-big-copy-\(tls)" }
     print(String(format: "one 200 MiB file over %@: %@ = %.0f MiB/s   (goal <= 1 s)   peak RSS listener %@, replicator %@",
                  scheme, runs.text, 200 / runs.median, mib(listener.peakRSSKiB), mib(replicatorRSS))
           + versusRsync(runs, rsyncFigures.bigFile))
