@@ -380,7 +380,7 @@ final class RouteDecision: Sendable {
             let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
             let address = channel.remoteAddress?.ipAddress ?? "unknown"
             let registry = self.registry
-            let busy = { (route: Route) -> Route in
+            let busy: @Sendable (Route) -> Route = { route in
                 if case .busy(let why) = route, let refused = registry.noteRefusal() {
                     config.logger.warning("refused a connection: \(why)\(refused > 1 ? " (\(refused) since the last such message)" : "")",
                                           metadata: ["address": "\(address)"])
