@@ -193,7 +193,7 @@ struct ConnectionSetup: Sendable {
                     let user = config.passwordCheck == nil ? nil : BasicCredentials.parse(head.headers["Authorization"].first).0
                     let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format,
                                                     user: user, path: Route.path(of: head))
-                    registry.add(connection, address: channel.remoteAddress?.ipAddress ?? "unknown")
+                    registry.add(connection, address: ConnectionRegistry.address(of: channel))
                     channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                     return .webSocket(connection)
                 }
@@ -268,6 +268,9 @@ final class ConnectionRegistry: Sendable {
 
     var all: [PeerConnection] { state.withLockedValue { $0.open.values.map(\.connection) } }
     var counts: (total: Int, active: Int) { state.withLockedValue { ($0.total, $0.open.count) } }
+
+    /// The client's IP address, as connections are counted by (and logins checked by).
+    static func address(of channel: Channel) -> String { channel.remoteAddress?.ipAddress ?? "unknown" }
 
     /// Connections open now, in all and from `address`.
     func load(from address: String) -> ConnectionLoad {
@@ -378,7 +381,7 @@ final class RouteDecision: Sendable {
             future = channel.eventLoop.makeSucceededFuture(missing)
         } else {
             let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
-            let address = channel.remoteAddress?.ipAddress ?? "unknown"
+            let address = ConnectionRegistry.address(of: channel)
             let registry = self.registry
             let busy: @Sendable (Route) -> Route = { route in
                 if case .busy(let why) = route, let refused = registry.noteRefusal() {

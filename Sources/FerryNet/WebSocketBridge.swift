@@ -101,10 +101,9 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
                 echo.writeInteger(code == 1005 ? 1000 : code)
                 context.writeAndFlush(wrapOutboundOut(outgoing(.connectionClose, echo)))
                     .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-                // A peer that stopped reading never takes the echo: don't wait for ever (the
-                // connection would stay open, and counted against the listener's limit).
-                let channel = context.channel
-                channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+                // A peer that stopped reading never takes the echo: the connection would stay
+                // open, and counted against the listener's limit.
+                Self.closeAfterGrace(context.channel)
             } else {
                 context.close(promise: nil)
             }
@@ -164,6 +163,12 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
         data.writeString(String(reason.prefix(120)))
         channel.writeAndFlush(outgoing(.connectionClose, data), promise: nil)
         // The peer should answer and close; don't wait for ever if it does not.
+        Self.closeAfterGrace(channel)
+    }
+
+    /// Closes `channel` in 2 s unless it has closed by then: the closing handshake's bound,
+    /// whichever side started it.
+    static func closeAfterGrace(_ channel: Channel) {
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
     }
 }
