@@ -176,7 +176,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         waitForQuietFilesystem()
         let smallSync = try initialSync(from: smallSource, into: work + "/scale-small-copy")
         let largeSync = try initialSync(from: largeSource, into: work + "/scale-large-copy")
-        let largeRsync = try rsync(largeSource, work + "/scale-large-rsync", ["--exclude", ".ferry"])
+        let largeRsync = try rsync(largeSource, work + "/scale-large-rsync", ["--exclude", ".ferry"], warming: true)
         print(String(format: "initial sync over wss:// of %d x 1 KiB documents: %.2f s; of %d: %.2f s = %.1fx (goal <= 10x)   peak RSS listener %@, replicator %@ (goal <= 80 MB = 76.3 MiB)",
                      small, smallSync.run.seconds, large, largeSync.run.seconds, largeSync.run.seconds / smallSync.run.seconds,
                      mib(largeSync.listenerKiB), mib(largeSync.run.peakRSSKiB))
@@ -263,7 +263,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
             + "i=0; for f in part-*; do mv \"$f\" \"b$((i / 1000))/$f.bin\"; i=$((i + 1)); done"])
         _ = try measure(ferry, ["init", blobs])
         let copy = try initialSync(from: blobs, into: work + "/scale-blobs-copy")
-        let yard = try rsync(blobs, work + "/scale-blobs-rsync", ["--exclude", ".ferry"])
+        let yard = try rsync(blobs, work + "/scale-blobs-rsync", ["--exclude", ".ferry"], warming: true)
         print(String(format: "initial sync over wss:// of %d x 100 KB files: %.2f s = %.0f MB/s   (goal <= 1.5x rsync)   peak RSS listener %@, replicator %@",
                      blobCount, copy.run.seconds, Double(blobCount) * 0.1 / copy.run.seconds, mib(copy.listenerKiB), mib(copy.run.peakRSSKiB))
               + versusRsync(copy.run.seconds, yard.seconds)

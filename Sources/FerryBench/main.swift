@@ -107,9 +107,10 @@ func dropFerryFromPageCache() {
     close(fd)
 }
 
-/// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures.
-func rsync(_ source: String, _ destination: String, _ extra: [String] = []) throws -> ChildRun {
-    try settle(warming: source)
+/// `rsync -a --fsync SRC/ DST/` (plus `extra`), the yardstick run beside ferry's figures;
+/// `warming` for a bulk copy, whose ferry side is warmed the same way (`settle(warming:)`).
+func rsync(_ source: String, _ destination: String, _ extra: [String] = [], warming: Bool = false) throws -> ChildRun {
+    try settle(warming: warming ? source : nil)
     let run = try measure("/usr/bin/rsync", ["-a", "--fsync"] + extra + [source + "/", destination + "/"])
     guard run.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: ["rsync": run.output]) }
     return run
@@ -150,7 +151,7 @@ try FileManager.default.createDirectory(atPath: work, withIntermediateDirectorie
 defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(atPath: work) } }
 
 print("ferry-bench — \(ProcessInfo.processInfo.processorCount) cores, work dir \(work)")
-print("before each timed bulk copy, ferry's or a yardstick's: sync, read its source, warm memory (docs/performance.md)")
+print("before each timed bulk copy (init, the pulls) and its yardstick: sync, read its source, warm memory (docs/performance.md)")
 
 /// Microseconds to create one empty file, the mean of two rounds of 2,000 in fresh directories
 /// under `work` (left in place: removing them would cause what this looks for).
@@ -218,10 +219,10 @@ for i in 0..<fileCount {
     let text = "{\"id\": \(i), \"name\": \"document \(i)\", \"tags\": [\"bench\"], \"filler\": \"\(filler)\"}\n"
     try Data(text.utf8).write(to: URL(fileURLWithPath: "\(source)/docs/\(i / 1000)-\(i).json"))
 }
-try settle()
+try settle(warming: source)
 let initRun = try measure(ferry, ["init", source])
 guard initRun.status == 0 else { print("init failed: \(initRun.output)"); exit(1) }
-let rsyncCopy = try rsync(source + "/docs", work + "/rsync-10k")
+let rsyncCopy = try rsync(source + "/docs", work + "/rsync-10k", warming: true)
 print(String(format: "init %d x 1 KiB JSON files:   %.2f s  = %.0f files/s   (goal >= 5000/s)   peak RSS %@",
              fileCount, initRun.seconds, Double(fileCount) / initRun.seconds, mib(initRun.peakRSSKiB))
       + versusRsync(initRun.seconds, rsyncCopy.seconds) + " (a durable copy)")
@@ -381,7 +382,7 @@ do {
     rsyncFigures.editP99 = percentile(runs, 0.99)
     rsyncFigures.documents.seconds = [rsyncCopy.seconds]
     for i in 1..<RepeatedRuns.count {
-        rsyncFigures.documents.seconds.append(try rsync(source + "/docs", work + "/rsync-10k-\(i)").seconds)
+        rsyncFigures.documents.seconds.append(try rsync(source + "/docs", work + "/rsync-10k-\(i)", warming: true).seconds)
     }
 }
 
@@ -451,7 +452,7 @@ do {
     _ = try measure(ferry, ["init", bigSource])
     if rsyncFigures.bigFile.seconds.isEmpty {
         for _ in 0..<RepeatedRuns.count {
-            rsyncFigures.bigFile.seconds.append(try rsync(bigSource, work + "/rsync-big", ["--exclude", ".ferry"]).seconds)
+            rsyncFigures.bigFile.seconds.append(try rsync(bigSource, work + "/rsync-big", ["--exclude", ".ferry"], warming: true).seconds)
             try? FileManager.default.removeItem(atPath: work + "/rsync-big")
         }
     }
