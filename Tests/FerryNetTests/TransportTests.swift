@@ -126,6 +126,32 @@ import FerryProtocol
         await listener.stop()
     }
 
+    /// A peer that starts the closing handshake and then reads nothing: the listener echoes
+    /// its close frame, but the echo waits behind megabytes the peer never takes, so it never
+    /// completes; the connection is dropped 2 s after the peer's close all the same (the
+    /// handshake's bound), not left to the heartbeat, and counted no more.
+    @Test(.timeLimit(.minutes(1))) func aPeerThatClosesAndReadsNothingMoreIsDroppedAfterTheGrace() async throws {
+        let listener = try await startEchoListener()
+        let peer = try RawWebSocketClient(port: listener.port, receiveBuffer: 64 << 10)
+        defer { peer.close() }
+        #expect(peer.upgradeStatus.contains(" 101 "), "\(peer.upgradeStatus)")
+        var machine = ConnectionStateMachine(role: .active, localPeer: "deaf", database: "inventory")
+        try peer.send(opcode: 0x1, FrameCodec.encode(machine.start()!))
+        // Echoed back, and never read here: the listener's writes stall once the socket
+        // buffers on both sides are full.
+        for _ in 0..<16 { try peer.send(opcode: 0x1, [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)) }
+        for _ in 0..<100 where listener.connectionCounts.active != 1 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(listener.connectionCounts.active == 1)
+        try peer.send(opcode: 0x8, [0x03, 0xE8])  // close, 1000
+        let closed = ContinuousClock.now
+        for _ in 0..<400 where listener.connectionCounts.active != 0 { try await Task.sleep(for: .milliseconds(20)) }
+        let took = ContinuousClock.now - closed
+        #expect(listener.connectionCounts.active == 0, "still open \(took) after the peer's close")
+        #expect(took >= .milliseconds(1_500), "dropped after \(took): before the echo could have been read")
+        peer.close()  // first: were the connection still open, the listener would wait for it
+        await listener.stop()
+    }
+
     @Test func plainHTTPGetsAnswersNotCrashes() async throws {
         let listener = try await startEchoListener { $0.passwordCheck = { user, _ in user == "bob" } }
         func get(_ path: String, auth: Bool = true) throws -> String {
@@ -248,4 +274,66 @@ final class FormatLog: @unchecked Sendable {
     private var formats: [WireFormat] = []
     func append(_ format: WireFormat) { lock.withLock { formats.append(format) } }
     var all: [WireFormat] { lock.withLock { formats } }
+}
+
+/// A WebSocket client on a plain blocking socket, for peers that misbehave in ways a real
+/// client library does not allow (reading nothing, closing and staying): upgrades to
+/// `ferry-1` on 127.0.0.1, then sends masked frames (with a zero key: valid, and the payload
+/// as it is).
+final class RawWebSocketClient {
+    private var fd: Int32
+    /// The status line of the upgrade's answer.
+    private(set) var upgradeStatus = ""
+
+    init(port: Int, receiveBuffer: Int32) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        var size = receiveBuffer
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        let request = "GET /inventory HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ferry-1\r\n\r\n"
+        try write(Array(request.utf8))
+        var head: [UInt8] = []
+        var byte: UInt8 = 0
+        while !head.ends(with: Array("\r\n\r\n".utf8)), head.count < 4096, recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
+        upgradeStatus = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+    }
+
+    /// Sends one whole frame.
+    func send(opcode: UInt8, _ payload: [UInt8]) throws {
+        var frame: [UInt8] = [0x80 | opcode]
+        switch payload.count {
+        case ..<126: frame.append(0x80 | UInt8(payload.count))
+        case ..<65_536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: frame += [0x80 | 127] + (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        try write(frame + [0, 0, 0, 0] + payload)
+    }
+
+    private func write(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw POSIXError(.EPIPE) }
+            sent += n
+        }
+    }
+
+    /// Closes the socket (once).
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+}
+
+private extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }
