@@ -138,8 +138,13 @@ import FerryProtocol
         var machine = ConnectionStateMachine(role: .active, localPeer: "deaf", database: "inventory")
         try peer.send(opcode: 0x1, FrameCodec.encode(machine.start()!))
         // Echoed back, and never read here: the listener's writes stall once the socket
-        // buffers on both sides are full.
-        for _ in 0..<16 { try peer.send(opcode: 0x1, [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)) }
+        // buffers on both sides are full (its send buffer grows to `tcp_wmem`'s largest).
+        // Fewer than the listener's inbox holds (32 MiB), so that it still reads the close.
+        let sendBufferMax = (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } ?? 4 << 20
+        for _ in 0..<min(sendBufferMax >> 20 + 8, 24) {
+            try peer.send(opcode: 0x1, [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20))
+        }
         for _ in 0..<100 where listener.connectionCounts.active != 1 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(listener.connectionCounts.active == 1)
         try peer.send(opcode: 0x8, [0x03, 0xE8])  // close, 1000
