@@ -322,7 +322,7 @@ final class RawWebSocketClient {
             // Byte by byte, so that nothing after the answer's head is taken.
             var head: [UInt8] = []
             var byte: UInt8 = 0
-            while !head.ends(with: Array("\r\n\r\n".utf8)), head.count < 4096, recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
+            while !head.suffix(4).elementsEqual("\r\n\r\n".utf8), head.count < 4096, recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
             upgradeStatus = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
         } catch {
             close()
@@ -366,8 +366,4 @@ final class RawWebSocketClient {
     }
 
     private static func failure() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-}
-
-private extension Array where Element == UInt8 {
-    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }
