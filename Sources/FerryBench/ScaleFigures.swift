@@ -158,7 +158,8 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
     let small = option("--scale-small", 10_000), large = option("--scale-large", 100_000)
     let blobCount = option("--blobs", 10_000), listItems = option("--list-items", 50_000)
     let historySaves = option("--history", 20_000), fanOut = option("--replicators", 50)
-    // --steps bulk,fanout,blobs,list,history (default: all; bulk includes S2 and S7, on its folders).
+    // --steps bulk,fanout,blobs,list,history (default: all; bulk includes S2 and S7, on its folders);
+    // --syncthing-large adds Syncthing's sync of the large folder to bulk.
     let chosen = arguments.firstIndex(of: "--steps").map { i in Set((i + 1 < arguments.count ? arguments[i + 1] : "").split(separator: ",").map(String.init)) }
     func step(_ name: String) -> Bool { chosen?.contains(name) ?? true }
     print("scale figures: \(small) and \(large) documents, \(blobCount) blobs of 100 KB, a \(listItems)-item list, \(historySaves) saves of one document, \(fanOut) replicators")
@@ -222,6 +223,14 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         agent.stop()
         print(String(format: "ferry status of %d documents: %.2f s beside no agent (best of 3; goal <= 0.5 s), %.3f s beside a running agent; a starting agent held the lock after %.3f s and answered %.3f s after it started (goal <= 0.2 s), with the folder's counts after %.2f s",
                      large, offline.min() ?? .nan, beside.min() ?? .nan, locked, firstAnswer, fullAnswer))
+
+        // Syncthing on the large folder, only when asked: its scan and sync of 100,000 files
+        // take minutes, longer than the rest of the step.
+        if arguments.contains("--syncthing-large") {
+            waitForQuietFilesystem()
+            print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss://", large, largeSync.run.seconds)
+                  + (try versusSyncthing(source: largeSource, target: work + "/scale-large-syncthing", files: large, ferrySeconds: largeSync.run.seconds)))
+        }
         for path in [largeSource, work + "/scale-large-copy", smallSource, work + "/scale-small-copy"] { try? FileManager.default.removeItem(atPath: path) }
     }
 
