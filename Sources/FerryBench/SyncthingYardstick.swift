@@ -135,3 +135,18 @@ func versusSyncthing(source: String, target: String, files: Int, ferrySeconds: D
     return String(format: "   [Syncthing %.2f s, peak RSS %@ / %@; ferry/Syncthing %.2f]",
                   run.seconds, mib(run.sourceKiB), mib(run.targetKiB), ferrySeconds / run.seconds)
 }
+
+/// How many regular files `folder` holds, in every directory but `.ferry` (what Syncthing
+/// counts as the folder's files).
+func regularFileCount(in folder: String) throws -> Int {
+    guard let walk = FileManager.default.enumerator(atPath: folder) else { throw CocoaError(.fileReadNoSuchFile) }
+    var count = 0
+    for case let relative as String in walk {
+        if relative == ".ferry" {
+            walk.skipDescendants()
+        } else if walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular {
+            count += 1
+        }
+    }
+    return count
+}
