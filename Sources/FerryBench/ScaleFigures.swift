@@ -159,7 +159,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
     let blobCount = option("--blobs", 10_000), listItems = option("--list-items", 50_000)
     let historySaves = option("--history", 20_000), fanOut = option("--replicators", 50)
     // --steps bulk,fanout,blobs,list,history (default: all; bulk includes S2 and S7, on its folders);
-    // --syncthing-large adds Syncthing's sync of the large folder to bulk.
+    // --syncthing-large adds Syncthing's sync of the large folder to bulk (nothing without bulk).
     let chosen = arguments.firstIndex(of: "--steps").map { i in Set((i + 1 < arguments.count ? arguments[i + 1] : "").split(separator: ",").map(String.init)) }
     func step(_ name: String) -> Bool { chosen?.contains(name) ?? true }
     print("scale figures: \(small) and \(large) documents, \(blobCount) blobs of 100 KB, a \(listItems)-item list, \(historySaves) saves of one document, \(fanOut) replicators")
@@ -230,7 +230,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
             waitForQuietFilesystem()
             // S2 added a document to the folder since ferry's sync: Syncthing syncs it too.
             let files = try regularFileCount(in: largeSource)
-            print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss://", large, largeSync.run.seconds)
+            print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss:// (before the edit step's one more)", large, largeSync.run.seconds)
                   + (try versusSyncthing(source: largeSource, target: work + "/scale-large-syncthing", files: files, ferrySeconds: largeSync.run.seconds)))
         }
         for path in [largeSource, work + "/scale-large-copy", smallSource, work + "/scale-small-copy"] { try? FileManager.default.removeItem(atPath: path) }

@@ -136,15 +136,15 @@ func versusSyncthing(source: String, target: String, files: Int, ferrySeconds: D
                   run.seconds, mib(run.sourceKiB), mib(run.targetKiB), ferrySeconds / run.seconds)
 }
 
-/// How many regular files `folder` holds, in every directory but `.ferry` (what Syncthing
-/// counts as the folder's files).
+/// How many regular files `folder` holds, in every directory but `.ferry`, `.stignore` aside
+/// (what Syncthing counts as the folder's files).
 func regularFileCount(in folder: String) throws -> Int {
     guard let walk = FileManager.default.enumerator(atPath: folder) else { throw CocoaError(.fileReadNoSuchFile) }
     var count = 0
     for case let relative as String in walk {
         if relative == ".ferry" {
             walk.skipDescendants()
-        } else if walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular {
+        } else if relative != ".stignore", walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular {
             count += 1
         }
     }

@@ -185,8 +185,9 @@ import Testing
     static let straceWorks: Bool = (try? FerryProcess.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status) == 0
 
     /// The calls `strace -f -o trace` recorded, in the order they began, each with the lines
-    /// where it began and returned. strace splits a call that another thread interrupts
-    /// ("… <unfinished ...>", later "<... renameat2 resumed>) = 0"): joined again here.
+    /// where it began and returned (`Int.max` for one that never returned). strace splits a
+    /// call that another thread interrupts ("… <unfinished ...>", later "<... renameat2
+    /// resumed>) = 0"): joined again here.
     static func straceCalls(_ trace: String) throws -> [(text: String, began: Int, returned: Int)] {
         var calls: [(text: String, began: Int, returned: Int)] = []
         var unfinished: [Substring: Int] = [:]
@@ -194,7 +195,7 @@ import Testing
             let pid = line.prefix { $0 != " " }
             if line.hasSuffix("<unfinished ...>") {
                 unfinished[pid] = calls.count
-                calls.append((String(line.dropLast("<unfinished ...>".count)), n, -1))
+                calls.append((String(line.dropLast("<unfinished ...>".count)), n, Int.max))  // until it resumes
             } else if let resumed = line.range(of: " resumed>"), let i = unfinished.removeValue(forKey: pid) {
                 calls[i].text += line[resumed.upperBound...]
                 calls[i].returned = n
@@ -251,11 +252,12 @@ import Testing
         }
     }
 
-    /// Groups of received documents, mostly too large to be made durable file by file: each
-    /// file's bytes are flushed by a `syncfs` that began after the file was written and closed
-    /// and returned before the file is named, and its name before the log line that records
-    /// it. Stricter than the test above about the order: a flush that began while a file was
-    /// still being written (say, one started early to overlap the store's work) does not count.
+    /// Groups of received documents, most of them holding too many files to be made durable
+    /// file by file: each file's bytes are flushed by a `syncfs` that began after the file was
+    /// written and closed and returned before the file is named (or, in a small group, by its
+    /// own fdatasync after that close), and its name before the log line that records it.
+    /// Stricter than the test above about the order: a flush that began while a file was still
+    /// being written (say, one started early to overlap the store's work) does not count.
     @Test(.enabled(if: SyncTests.straceWorks, "needs strace allowed to trace (scripts/setup.sh installs it)"))
     func aGroupsFilesAreFlushedAfterTheyAreWrittenAndBeforeTheyAreNamed() async throws {
         try await endToEnd {
@@ -263,7 +265,8 @@ import Testing
             let a = tmp.appending("a"), b = tmp.appending("b")
             try initFolder(a)
             try initFolder(b)
-            let count = 40
+            // Enough that the receiver's groups outgrow the file-by-file limit (8 files).
+            let count = 200
             for i in 0..<count {
                 try Data("{\"n\": \(i), \"text\": \"\(String(repeating: "x", count: 300))\"}\n".utf8).write(to: URL(fileURLWithPath: a + "/d\(i).json"))
             }
@@ -275,26 +278,37 @@ import Testing
             #expect(r.status == 0, "\(r.stderr)")
             let calls = try Self.straceCalls(trace)
             let syncs = calls.filter { $0.text.contains("syncfs(") && $0.text.hasSuffix("= 0") }
+            var flushedBySyncfs = 0
             for i in 0..<count {
                 let name = "d\(i).json"
                 let named = try #require(calls.first { $0.text.contains("rename") && $0.text.contains("/b/\(name)\"") && $0.text.hasSuffix("= 0") },
                                          "\(name) was not named")
                 let temp = try #require(named.text.split(separator: "\"").dropFirst().first, "\(named.text)")
-                let closed = try #require(calls.last { $0.began < named.began && $0.text.contains("close(") && $0.text.contains(temp + ">") },
-                                          "\(name)'s temp file was not closed before it was named")
-                #expect(closed.returned < named.began)
-                // (A group small enough to be made durable file by file flushes each file itself.)
-                let ownFlush = calls.contains { $0.began < named.began && $0.text.contains("sync(") && $0.text.contains(temp + ">") && $0.text.hasSuffix("= 0") }
-                let flush = syncs.first { $0.began > closed.returned && $0.returned < named.began }
-                #expect(ownFlush || flush != nil, "no syncfs began after \(temp) was closed and returned before it was named:\n\(calls.map(\.text).joined(separator: "\n"))")
+                let touching = { calls.filter { $0.text.contains(temp) || $0.text.contains("syncfs(") }.map(\.text).joined(separator: "\n") }
+                // The writer's close: the first (temp names are made once, with O_EXCL; a file
+                // flushed on its own is opened and closed again).
+                let written = try #require(calls.first { $0.text.contains("close(") && $0.text.contains(temp + ">") },
+                                           "\(name)'s temp file was never closed")
+                #expect(written.returned < named.began, "\(name) was named before its temp file was closed:\n\(touching())")
+                // A group small enough to be made durable file by file flushes each file itself.
+                let ownFlush = calls.contains { call in
+                    call.began > written.returned && call.returned < named.began && call.text.contains("sync(")
+                        && call.text.contains(temp + ">") && call.text.hasSuffix("= 0")
+                }
+                let flush = syncs.first { $0.began > written.returned && $0.returned < named.began }
+                if flush != nil { flushedBySyncfs += 1 }
+                #expect(ownFlush || flush != nil, "\(name): nothing that began after its temp file was closed flushed it before its rename:\n\(touching())")
                 // Its name is durable before the log line that records it.
-                let logged = try #require(calls.first { $0.began > named.began && $0.text.contains("fdatasync(") && $0.text.contains("/.ferry/revs.log>") })
+                let logged = try #require(calls.first { $0.began > named.began && $0.text.contains("fdatasync(") && $0.text.contains("/.ferry/revs.log>") },
+                                          "no log line was written after \(name) was named")
                 let nameFlushed = calls.contains { call in
                     call.began > named.returned && call.returned < logged.began && call.text.hasSuffix("= 0")
                         && (call.text.contains("syncfs(") || (call.text.contains("fsync(") && call.text.contains("/b>")))
                 }
                 #expect(nameFlushed, "\(name)'s name was not flushed before its log line")
             }
+            // The group path was taken: most files were flushed by a group's syncfs.
+            #expect(flushedBySyncfs > count / 2, "only \(flushedBySyncfs) of \(count) files were flushed by a group's syncfs")
             #expect(FolderComparison.differences(a, b).isEmpty)
             listener.stop()
         }
