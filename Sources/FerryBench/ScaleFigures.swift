@@ -230,7 +230,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
             waitForQuietFilesystem()
             // S2 added a document to the folder since ferry's sync: Syncthing syncs it too.
             let files = try regularFileCount(in: largeSource)
-            print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss:// (before the edit step's one more)", large, largeSync.run.seconds)
+            print(String(format: "initial sync of %d x 1 KiB documents: ferry %.2f s over wss:// (above; Syncthing also has the edit step's document)", large, largeSync.run.seconds)
                   + (try versusSyncthing(source: largeSource, target: work + "/scale-large-syncthing", files: files, ferrySeconds: largeSync.run.seconds)))
         }
         for path in [largeSource, work + "/scale-large-copy", smallSource, work + "/scale-small-copy"] { try? FileManager.default.removeItem(atPath: path) }
