@@ -184,12 +184,24 @@ import Testing
     /// True when `strace` is installed and may trace here (ptrace can be forbidden).
     static let straceWorks: Bool = (try? FerryProcess.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status) == 0
 
+    /// A system call as `strace` recorded it, with the trace's lines where it began and returned.
+    typealias TracedCall = (text: String, began: Int, returned: Int)
+
+    /// Runs `ferry sync URL --pull` in `folder` under `strace -f -y -e trace=SYSCALLS`, the
+    /// trace written to `trace`; its calls (`straceCalls`).
+    static func tracedPull(from url: String, into folder: String, tracing syscalls: String, trace: String) throws -> [TracedCall] {
+        let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=" + syscalls, "-o", trace,
+                                                         FerryProcess.ferryExecutable, "sync", url, "--pull"], in: folder)
+        #expect(r.status == 0, "\(r.stderr)")
+        return try straceCalls(trace)
+    }
+
     /// The calls `strace -f -o trace` recorded, in the order they began, each with the lines
     /// where it began and returned (`Int.max` for one that never returned). strace splits a
     /// call that another thread interrupts ("… <unfinished ...>", later "<... renameat2
     /// resumed>) = 0"): joined again here.
-    static func straceCalls(_ trace: String) throws -> [(text: String, began: Int, returned: Int)] {
-        var calls: [(text: String, began: Int, returned: Int)] = []
+    static func straceCalls(_ trace: String) throws -> [TracedCall] {
+        var calls: [TracedCall] = []
         var unfinished: [Substring: Int] = [:]
         for (n, line) in try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").enumerated() {
             let pid = line.prefix { $0 != " " }
@@ -221,11 +233,8 @@ import Testing
             try Data("{\"note\": 1}\n".utf8).write(to: URL(fileURLWithPath: a + "/note.json"))
             let listener = try serve(a)
             #expect(eventually(10) { RevisionLogReader.lines(a).count == 2 })
-            let trace = tmp.appending("trace")
-            let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=syncfs,fdatasync,fsync,rename,renameat2", "-o", trace,
-                                                             FerryProcess.ferryExecutable, "sync", try #require(listener.url), "--pull"], in: b)
-            #expect(r.status == 0, "\(r.stderr)")
-            let calls = try Self.straceCalls(trace).map(\.text)
+            let calls = try Self.tracedPull(from: try #require(listener.url), into: b, tracing: "syncfs,fdatasync,fsync,rename,renameat2",
+                                            trace: tmp.appending("trace")).map(\.text)
             // A new document's file is named by a rename that does not replace (`renameat2`).
             for name in ["photo.bin", "note.json"] {
                 let named = try #require(calls.firstIndex { $0.contains("rename") && $0.contains("/b/\(name)\"") && $0.hasSuffix("= 0") },
@@ -272,11 +281,8 @@ import Testing
             }
             let listener = try serve(a)
             #expect(eventually(10) { RevisionLogReader.lines(a).count == count })
-            let trace = tmp.appending("trace")
-            let r = try FerryProcess.run("/usr/bin/strace", ["-f", "-y", "-e", "trace=close,syncfs,fdatasync,fsync,rename,renameat2", "-o", trace,
-                                                             FerryProcess.ferryExecutable, "sync", try #require(listener.url), "--pull"], in: b)
-            #expect(r.status == 0, "\(r.stderr)")
-            let calls = try Self.straceCalls(trace)
+            let calls = try Self.tracedPull(from: try #require(listener.url), into: b, tracing: "close,syncfs,fdatasync,fsync,rename,renameat2",
+                                            trace: tmp.appending("trace"))
             let syncs = calls.filter { $0.text.contains("syncfs(") && $0.text.hasSuffix("= 0") }
             var flushedBySyncfs = 0
             for i in 0..<count {
