@@ -21,16 +21,18 @@ struct ChildRun {
     var output: String
 }
 
+/// Where `measure` collects a child's output (one child at a time).
+let outputPath = NSTemporaryDirectory() + "/ferry-bench-out-\(getpid())"
+
 /// Runs `program args`, waits, and samples its peak RSS while it runs.
 func measure(_ program: String, _ args: [String]) throws -> ChildRun {
-    let outPath = NSTemporaryDirectory() + "/ferry-bench-out-\(getpid())"
-    let out = open(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let out = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard out >= 0, null >= 0 else { throw CocoaError(.fileWriteUnknown) }
     defer {
         close(out)
         close(null)
-        unlink(outPath)
+        unlink(outputPath)
     }
     let start = DispatchTime.now().uptimeNanoseconds
     let child = try ChildProcess(program, args, environment: ProcessInfo.processInfo.environment, stdin: null, stdout: out, stderr: out)
@@ -42,7 +44,7 @@ func measure(_ program: String, _ args: [String]) throws -> ChildRun {
         usleep(5_000)
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-    let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
     return ChildRun(seconds: seconds, peakRSSKiB: peak, status: child.exitStatus ?? -1, output: output)
 }
 
@@ -146,9 +148,70 @@ guard FileManager.default.isExecutableFile(atPath: ferry) else {
     print("ferry-bench: \(ferry) not found; build it first (swift build -c release)")
     exit(1)
 }
+removeWorkDirectoriesOfEndedRuns()
 let work = NSTemporaryDirectory() + "/ferry-bench-\(getpid())"
 try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
 defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(atPath: work) } }
+let interruptions = removeWorkDirectoryWhenInterrupted()
+
+/// Removes the work folders (and output files) of earlier runs whose process is gone: a run
+/// killed before its cleanup (SIGKILL, a closed terminal) leaves hundreds of thousands of
+/// files. The probe below then waits out the slowness their removal causes.
+func removeWorkDirectoriesOfEndedRuns() {
+    let temporary = NSTemporaryDirectory()
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? [] {
+        var pidText = name.hasPrefix("ferry-bench-out-") ? name.dropFirst(16) : name.hasPrefix("ferry-bench-") ? name.dropFirst(12) : ""
+        if pidText.hasSuffix("-interrupted") { pidText = pidText.dropLast(12) }
+        guard let pid = pid_t(pidText), pid > 0, pid != getpid(), !isRunningBench(pid) else { continue }
+        print("removing \(temporary)/\(name), left by a bench run (process \(pid)) that was killed before its cleanup")
+        try? FileManager.default.removeItem(atPath: temporary + "/" + name)
+    }
+}
+
+/// Whether `pid` is a ferry-bench still running (not a zombie, not another program that
+/// was given the id since).
+func isRunningBench(_ pid: pid_t) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let open = stat.firstIndex(of: "("), let close = stat.range(of: ") ", options: .backwards) else { return false }
+    return stat[stat.index(after: open)..<close.lowerBound] == "ferry-bench" && !stat[close.upperBound...].hasPrefix("Z")
+}
+
+/// On SIGINT, SIGTERM or SIGHUP (Ctrl-C, `kill`, a closed terminal), stops the running
+/// children (listeners, pulls, rsync) and removes the work folder (unless `--keep`), as a
+/// finished run does. The main thread would go on creating files meanwhile, so the process
+/// becomes a shell (`exec` ends every other thread at once) that removes the folder and exits
+/// with 128 + the signal's number. The returned sources must stay alive.
+func removeWorkDirectoryWhenInterrupted() -> [DispatchSourceSignal] {
+    [SIGINT, SIGTERM, SIGHUP].map { (number: Int32) -> DispatchSourceSignal in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler {
+            for child in childProcesses() { kill(child, SIGTERM) }
+            guard !arguments.contains("--keep") else { exit(128 + number) }
+            print("ferry-bench: interrupted; removing \(work)")
+            fflush(nil)
+            // The children just told to stop may still be writing: a second try once they are gone.
+            let script = "for try in 1 2 3; do rm -rf -- \"$1\" \"$2\" 2>/dev/null && break; sleep 1; done; exit \(128 + number)"
+            let words: [String] = ["/bin/sh", "-c", script, "sh", work, outputPath]
+            let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+            execv("/bin/sh", argv)
+            exit(128 + number)  // no shell: the folder stays, as before this handler
+        }
+        source.resume()
+        return source
+    }
+}
+
+/// The ids of this process's children, from /proc (field 4 of each `stat` is the parent).
+func childProcesses() -> [pid_t] {
+    let me = getpid()
+    return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name in
+        guard let pid = pid_t(name), let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+              let afterName = stat.range(of: ") ", options: .backwards) else { return nil }
+        let fields = stat[afterName.upperBound...].split(separator: " ")
+        return fields.count > 1 && pid_t(fields[1]) == me ? pid : nil
+    }
+}
 
 print("ferry-bench — \(ProcessInfo.processInfo.processorCount) cores, work dir \(work)")
 print("before each timed bulk copy (init, the pulls) and its yardstick: sync, read its source, warm memory (docs/performance.md)")

@@ -43,23 +43,21 @@ public struct DocumentIndex: Sendable {
 
     /// Applies one log entry.
     public mutating func apply(_ e: LogEntry) {
-        let position: Int
-        if let known = trees.index(forKey: e.doc) {
-            position = known
-        } else {
-            position = trees.count
-            trees[e.doc] = RevisionTree()
-        }
-        // Mutated in place: copying the tree out and back would copy its arrays on every
-        // revision (quadratic in a document's history).
-        liveDocumentCount += Self.apply(e, to: &trees.values[position])
+        let countBefore = trees.count
+        // One hash lookup finds or appends the tree, which is mutated in place: copying it out
+        // and back would copy its arrays on every revision (quadratic in a document's history).
+        liveDocumentCount += trees.updateValue(forKey: e.doc, default: RevisionTree()) { Self.apply(e, to: &$0) }
         if e.seq <= lastSeq {
             feedIsSorted = false
             sequencesMayRepeat = true
         }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
-        if feedIsBuilt { feed.appendGrowingGently(FeedEntry(seq: e.seq, position: Int32(position))) }
+        if feedIsBuilt {
+            // A new document went last; a known one's position costs a second lookup, only here.
+            let position = trees.count > countBefore ? countBefore : trees.index(forKey: e.doc)!
+            feed.appendGrowingGently(FeedEntry(seq: e.seq, position: Int32(position)))
+        }
     }
 
     /// Builds the change feed from the trees (every revision with a log line), once.
