@@ -114,6 +114,9 @@ public enum CanonicalJSONCheck {
             defer { keys.removeSubrange(firstKey...) }
             var previousKey: Range<Int>?
             var isBlobReference = false
+            // Only keys with a non-ASCII byte can be equivalent without being equal bytes
+            // (`keysAreDistinct`): most objects need no such check.
+            var nonASCIIKey = false
             var count = 0
             while true {
                 guard pos < buf.count, buf[pos] == UInt8(ascii: "\"") else { return false }
@@ -122,6 +125,7 @@ public enum CanonicalJSONCheck {
                 let key = keyStart..<pos
                 if let previousKey, JSONText.keyOrder(in: buf, previousKey, key) != -1 { return false }
                 keys.append(key)
+                if !nonASCIIKey { nonASCIIKey = buf[key].contains { $0 >= 0x80 } }
                 guard pos < buf.count, buf[pos] == UInt8(ascii: ":") else { return false }
                 pos += 1
                 let valueStart = pos
@@ -134,7 +138,7 @@ public enum CanonicalJSONCheck {
                 if buf[pos] == UInt8(ascii: "}") { pos += 1; break }
                 return false
             }
-            guard CanonicalJSONCheck.keysAreDistinct(buf, keys[firstKey...]) else { return false }
+            if nonASCIIKey { guard CanonicalJSONCheck.keysAreDistinct(buf, keys[firstKey...]) else { return false } }
             depth -= 1
             prettyExtra += count * (2 + 2 * (indent + 1)) + 1 + 2 * indent
             if isBlobReference {

@@ -110,6 +110,9 @@ public enum JSONCanonicalizer {
             defer { members.removeSubrange(first...) }
             skipWhitespace()
             var sorted = true
+            // Only keys with a non-ASCII byte can be equivalent without being equal bytes
+            // (`CanonicalJSONCheck.keysAreDistinct`): most objects need no such check.
+            var nonASCIIKey = false
             if pos < buf.count, buf[pos] == UInt8(ascii: "}") {
                 pos += 1
             } else {
@@ -120,6 +123,7 @@ public enum JSONCanonicalizer {
                     let keyStart = out.count
                     guard string() else { return false }
                     let key = keyStart..<out.count
+                    if !nonASCIIKey { nonASCIIKey = out.withUnsafeBufferPointer { o in o[key].contains { $0 >= 0x80 } } }
                     skipWhitespace()
                     guard pos < buf.count, buf[pos] == UInt8(ascii: ":") else { return false }
                     pos += 1
@@ -143,8 +147,10 @@ public enum JSONCanonicalizer {
                     break
                 }
             }
-            let distinct = out.withUnsafeBufferPointer { CanonicalJSONCheck.keysAreDistinct($0, members[first...].lazy.map(\.key)) }
-            guard distinct else { return false }
+            if nonASCIIKey {
+                let keys = members[first...].map { $0.key }
+                guard out.withUnsafeBufferPointer({ CanonicalJSONCheck.keysAreDistinct($0, keys) }) else { return false }
+            }
             if !sorted, !reorder(from: first, objectStart: start) { return false }
             out.append(UInt8(ascii: "}"))
             depth -= 1
@@ -157,25 +163,37 @@ public enum JSONCanonicalizer {
             let count = members.count - first
             let base = objectStart + 1
             let length = out.count - base
+            // The members read through a copy (one retain), and `out` through one pointer per
+            // step: going through `self` in each comparison retained and released both arrays
+            // every time, which took as long as the comparisons.
+            let members = self.members
             // In buffers on the stack where they fit: a file's objects are many and small.
-            return withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { buffer in
-                var order = buffer
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { order in
                 for i in 0..<count { (order.baseAddress! + i).initialize(to: first + i) }
-                order.sort { a, b in (compareKeys(members[a].key, members[b].key) ?? 0) < 0 }
-                // Equal keys end up side by side: a duplicate, which the parser refuses.
-                for i in 1..<count where compareKeys(members[order[i - 1]].key, members[order[i]].key) == nil { return false }
+                let distinct = out.withUnsafeBufferPointer { o in
+                    members.withUnsafeBufferPointer { m in
+                        var sorting = order
+                        sorting.sort { a, b in (JSONText.keyOrder(in: o, m[a].key, m[b].key) ?? 0) < 0 }
+                        // Equal keys end up side by side: a duplicate, which the parser refuses.
+                        for i in 1..<count where JSONText.keyOrder(in: o, m[order[i - 1]].key, m[order[i]].key) == nil { return false }
+                        return true
+                    }
+                }
+                guard distinct else { return false }
                 withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { written in
-                    out.withUnsafeMutableBufferPointer { o in
-                        _ = written.initialize(fromContentsOf: UnsafeMutableBufferPointer(rebasing: o[base...]))
-                        var at = base
-                        for (i, m) in order.enumerated() {
-                            if i > 0 {
-                                o[at] = UInt8(ascii: ",")
-                                at += 1
+                    members.withUnsafeBufferPointer { m in
+                        out.withUnsafeMutableBufferPointer { o in
+                            _ = written.initialize(fromContentsOf: UnsafeMutableBufferPointer(rebasing: o[base...]))
+                            var at = base
+                            for (i, index) in order.enumerated() {
+                                if i > 0 {
+                                    o[at] = UInt8(ascii: ",")
+                                    at += 1
+                                }
+                                let member = m[index].key.lowerBound - base..<m[index].end - base
+                                _ = UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
+                                at += member.count
                             }
-                            let member = members[m].key.lowerBound - base..<members[m].end - base
-                            _ = UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
-                            at += member.count
                         }
                     }
                 }

@@ -95,13 +95,19 @@ enum JSONText {
         return x[i] < y[i] ? -1 : 1
     }
 
+    /// A string text's range without its quotes (integer bounds: `dropFirst().dropLast()`
+    /// went through the generic collection code in every key comparison).
+    @inline(__always) static func insideQuotes(_ r: Range<Int>) -> Range<Int> {
+        r.count >= 2 ? r.lowerBound + 1..<r.upperBound - 1 : r
+    }
+
     /// The canonical order (`JSONWriter.precedesInUTF16`) of two canonical string texts in
     /// `text`, quotes included: negative, positive, or nil when they are equal. Compared as
     /// bytes where that is the order (no escapes, and a first difference below 0xEE),
     /// otherwise as the strings they decode to.
     static func keyOrder(in text: UnsafeBufferPointer<UInt8>, _ a: Range<Int>, _ b: Range<Int>) -> Int? {
-        let x = UnsafeBufferPointer(rebasing: text[a.dropFirst().dropLast()])
-        let y = UnsafeBufferPointer(rebasing: text[b.dropFirst().dropLast()])
+        let x = UnsafeBufferPointer(rebasing: text[insideQuotes(a)])
+        let y = UnsafeBufferPointer(rebasing: text[insideQuotes(b)])
         if !x.contains(UInt8(ascii: "\\")) && !y.contains(UInt8(ascii: "\\")), let order = utf8Order(x, y) {
             return order == 0 ? nil : order
         }
