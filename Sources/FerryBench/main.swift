@@ -151,18 +151,26 @@ guard FileManager.default.isExecutableFile(atPath: ferry) else {
 removeWorkDirectoriesOfEndedRuns()
 let work = NSTemporaryDirectory() + "/ferry-bench-\(getpid())"
 try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+if arguments.contains("--keep") { _ = FileManager.default.createFile(atPath: work + "/" + KeptWorkFolder.marker, contents: nil) }
 defer { if !arguments.contains("--keep") { try? FileManager.default.removeItem(atPath: work) } }
 let interruptions = removeWorkDirectoryWhenInterrupted()
 
+/// A work folder kept on purpose (`--keep`), which later runs leave alone.
+enum KeptWorkFolder {
+    /// The file inside it that marks it kept.
+    static let marker = ".kept-by-ferry-bench"
+}
+
 /// Removes the work folders (and output files) of earlier runs whose process is gone: a run
-/// killed before its cleanup (SIGKILL, a closed terminal) leaves hundreds of thousands of
-/// files. The probe below then waits out the slowness their removal causes.
+/// killed outright (SIGKILL) leaves hundreds of thousands of files. Folders kept with
+/// `--keep` stay. One named after this process is an earlier run's (process ids repeat): it
+/// goes too. The probe below then waits out the slowness their removal causes.
 func removeWorkDirectoriesOfEndedRuns() {
     let temporary = NSTemporaryDirectory()
     for name in (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? [] {
-        var pidText = name.hasPrefix("ferry-bench-out-") ? name.dropFirst(16) : name.hasPrefix("ferry-bench-") ? name.dropFirst(12) : ""
-        if pidText.hasSuffix("-interrupted") { pidText = pidText.dropLast(12) }
-        guard let pid = pid_t(pidText), pid > 0, pid != getpid(), !isRunningBench(pid) else { continue }
+        let pidText = name.hasPrefix("ferry-bench-out-") ? name.dropFirst(16) : name.hasPrefix("ferry-bench-") ? name.dropFirst(12) : ""
+        guard let pid = pid_t(pidText), pid > 0, pid == getpid() || !isRunningBench(pid),
+              !FileManager.default.fileExists(atPath: temporary + "/" + name + "/" + KeptWorkFolder.marker) else { continue }
         print("removing \(temporary)/\(name), left by a bench run (process \(pid)) that was killed before its cleanup")
         try? FileManager.default.removeItem(atPath: temporary + "/" + name)
     }
@@ -178,38 +186,41 @@ func isRunningBench(_ pid: pid_t) -> Bool {
 
 /// On SIGINT, SIGTERM or SIGHUP (Ctrl-C, `kill`, a closed terminal), stops the running
 /// children (listeners, pulls, rsync) and removes the work folder (unless `--keep`), as a
-/// finished run does. The main thread would go on creating files meanwhile, so the process
-/// becomes a shell (`exec` ends every other thread at once) that removes the folder and exits
-/// with 128 + the signal's number. The returned sources must stay alive.
+/// finished run does, then exits with 128 + the signal's number. The main thread would go on
+/// starting children and creating files meanwhile, so the process first becomes a shell
+/// (`exec` ends every other thread at once; the shell keeps the process id, so the children
+/// stay its own), which stops them (SIGTERM, then SIGKILL on the last of three tries) before
+/// it removes the folder. The shell ignores a second Ctrl-C: the clean-up runs to its end.
+/// A signal already ignored when the bench starts (`nohup`, a background job) stays ignored.
+/// The returned sources must stay alive.
 func removeWorkDirectoryWhenInterrupted() -> [DispatchSourceSignal] {
-    [SIGINT, SIGTERM, SIGHUP].map { (number: Int32) -> DispatchSourceSignal in
-        signal(number, SIG_IGN)
+    [SIGINT, SIGTERM, SIGHUP].compactMap { (number: Int32) -> DispatchSourceSignal? in
+        let previous = signal(number, SIG_IGN)
+        if unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) { return nil }
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
         source.setEventHandler {
-            for child in childProcesses() { kill(child, SIGTERM) }
-            guard !arguments.contains("--keep") else { exit(128 + number) }
-            print("ferry-bench: interrupted; removing \(work)")
+            signal(SIGPIPE, SIG_IGN)  // a `| tee` that Ctrl-C ended must not end the clean-up
+            let removing = !arguments.contains("--keep")
+            if removing { print("ferry-bench: interrupted; removing \(work)") }
             fflush(nil)
-            // The children just told to stop may still be writing: a second try once they are gone.
-            let script = "for try in 1 2 3; do rm -rf -- \"$1\" \"$2\" 2>/dev/null && break; sleep 1; done; exit \(128 + number)"
-            let words: [String] = ["/bin/sh", "-c", script, "sh", work, outputPath]
+            // Children are those whose parent (the field after the state in /proc/PID/stat) is
+            // this process.
+            let script = """
+                work=$1; out=$2
+                stop() { for s in /proc/[0-9]*/stat; do read -r line 2>/dev/null < "$s" || continue
+                    pid=${s#/proc/}; pid=${pid%/stat}; set -- ${line##*) }
+                    [ "$2" = "$$" ] && kill -"$sig" "$pid" 2>/dev/null; done; return 0; }
+                for sig in TERM TERM KILL; do stop; sleep 0.5
+                    [ "$3" = keep ] && break; rm -rf -- "$work" "$out" 2>/dev/null && break; done
+                exit \(128 + number)
+                """
+            let words: [String] = ["/bin/sh", "-c", script, "sh", work, outputPath, removing ? "remove" : "keep"]
             let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
             execv("/bin/sh", argv)
-            exit(128 + number)  // no shell: the folder stays, as before this handler
+            _exit(128 + number)  // no shell: the folder stays, as before this handler
         }
         source.resume()
         return source
-    }
-}
-
-/// The ids of this process's children, from /proc (field 4 of each `stat` is the parent).
-func childProcesses() -> [pid_t] {
-    let me = getpid()
-    return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name in
-        guard let pid = pid_t(name), let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
-              let afterName = stat.range(of: ") ", options: .backwards) else { return nil }
-        let fields = stat[afterName.upperBound...].split(separator: " ")
-        return fields.count > 1 && pid_t(fields[1]) == me ? pid : nil
     }
 }
 

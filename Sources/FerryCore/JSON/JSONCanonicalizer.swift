@@ -172,7 +172,7 @@ public enum JSONCanonicalizer {
                 for i in 0..<count { (order.baseAddress! + i).initialize(to: first + i) }
                 let distinct = out.withUnsafeBufferPointer { o in
                     members.withUnsafeBufferPointer { m in
-                        var sorting = order
+                        var sorting = order  // another view of the same memory: `order` reads it sorted
                         sorting.sort { a, b in (JSONText.keyOrder(in: o, m[a].key, m[b].key) ?? 0) < 0 }
                         // Equal keys end up side by side: a duplicate, which the parser refuses.
                         for i in 1..<count where JSONText.keyOrder(in: o, m[order[i - 1]].key, m[order[i]].key) == nil { return false }

@@ -95,10 +95,11 @@ enum JSONText {
         return x[i] < y[i] ? -1 : 1
     }
 
-    /// A string text's range without its quotes (integer bounds: `dropFirst().dropLast()`
-    /// went through the generic collection code in every key comparison).
+    /// A string text's range (quotes included) without its quotes, by integer bounds:
+    /// `dropFirst().dropLast()` went through the generic collection code in every comparison.
     @inline(__always) static func insideQuotes(_ r: Range<Int>) -> Range<Int> {
-        r.count >= 2 ? r.lowerBound + 1..<r.upperBound - 1 : r
+        assert(r.count >= 2, "a string text holds its two quotes")
+        return r.lowerBound + 1..<r.upperBound - 1
     }
 
     /// The canonical order (`JSONWriter.precedesInUTF16`) of two canonical string texts in

@@ -43,21 +43,25 @@ public struct DocumentIndex: Sendable {
 
     /// Applies one log entry.
     public mutating func apply(_ e: LogEntry) {
-        let countBefore = trees.count
-        // One hash lookup finds or appends the tree, which is mutated in place: copying it out
-        // and back would copy its arrays on every revision (quadratic in a document's history).
-        liveDocumentCount += trees.updateValue(forKey: e.doc, default: RevisionTree()) { Self.apply(e, to: &$0) }
+        // The tree is mutated in place: copying it out and back would copy its arrays on every
+        // revision (quadratic in a document's history).
+        let position: Int
+        if feedIsBuilt, let known = trees.index(forKey: e.doc) {
+            // The feed needs the document's position: the lookup that finds it finds the tree.
+            position = known
+            liveDocumentCount += Self.apply(e, to: &trees.values[known])
+        } else {
+            // One lookup finds or appends the tree; a new document goes last.
+            position = trees.count
+            liveDocumentCount += trees.updateValue(forKey: e.doc, default: RevisionTree()) { Self.apply(e, to: &$0) }
+        }
         if e.seq <= lastSeq {
             feedIsSorted = false
             sequencesMayRepeat = true
         }
         lastSeq = max(lastSeq, e.seq)
         revisionCount += 1
-        if feedIsBuilt {
-            // A new document went last; a known one's position costs a second lookup, only here.
-            let position = trees.count > countBefore ? countBefore : trees.index(forKey: e.doc)!
-            feed.appendGrowingGently(FeedEntry(seq: e.seq, position: Int32(position)))
-        }
+        if feedIsBuilt { feed.appendGrowingGently(FeedEntry(seq: e.seq, position: Int32(position))) }
     }
 
     /// Builds the change feed from the trees (every revision with a log line), once.
