@@ -49,10 +49,9 @@ public enum CanonicalJSONCheck {
     /// distinct as the parser tells keys apart: as Swift strings, so canonically equivalent
     /// ones (`é` and `e` with U+0301, `K` and U+212A KELVIN SIGN) are the same key, which the
     /// parser refuses as a duplicate. Only keys with a non-ASCII byte can be equivalent
-    /// without being equal bytes, so only such objects are checked this way (the callers in
-    /// this module look for such a byte as they read the keys and call this only then).
+    /// without being equal bytes, so only such objects need this: its callers look for such a
+    /// byte as they read the keys, and call it only then.
     static func keysAreDistinct(_ text: UnsafeBufferPointer<UInt8>, _ ranges: some Collection<Range<Int>>) -> Bool {
-        guard ranges.contains(where: { text[$0].contains { $0 >= 0x80 } }) else { return true }
         var seen = Set<String>()
         for range in ranges {
             guard case .string(let key)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[range])),
