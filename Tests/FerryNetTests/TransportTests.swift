@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import FerryCore
 @testable import FerryNet
@@ -8,7 +9,11 @@ import FerryProtocol
 /// limits, and a listener's goodbye.
 @Suite(.serialized) struct TransportTests {
     /// A listener whose connections answer the protocol handshake and echo every later message.
-    func startEchoListener(_ configure: (inout ListenerConfiguration) -> Void = { _ in }) async throws -> Listener {
+    /// `echoes` counts the messages its connections take up to echo, and the echoes sent.
+    func startEchoListener(
+        _ configure: (inout ListenerConfiguration) -> Void = { _ in },
+        echoes: EchoCount = EchoCount()
+    ) async throws -> Listener {
         var config = ListenerConfiguration(database: "inventory")
         configure(&config)
         return try await Listener.start(config) { connection in
@@ -17,7 +22,9 @@ import FerryProtocol
                 for await message in connection.inbound {
                     guard case .text(let bytes) = message else { continue }
                     if machine.isOpen {
+                        echoes.takenUp.add(1, ordering: .relaxed)
                         try? await connection.send(text: bytes)
+                        echoes.sent.add(1, ordering: .relaxed)
                         continue
                     }
                     switch machine.receiveText(bytes) {
@@ -131,7 +138,8 @@ import FerryProtocol
     /// completes; the connection is dropped 2 s after the peer's close all the same (the
     /// handshake's bound), not left to the heartbeat, and counted no more.
     @Test(.timeLimit(.minutes(1))) func aPeerThatClosesAndReadsNothingMoreIsDroppedAfterTheGrace() async throws {
-        let listener = try await startEchoListener()
+        let echoes = EchoCount()
+        let listener = try await startEchoListener(echoes: echoes)
         // A small receive buffer: the listener's writes stall after little.
         let peer = try RawWebSocketClient(port: listener.port, receiveBuffer: 64 << 10)
         defer { peer.close() }
@@ -145,14 +153,22 @@ import FerryProtocol
             .split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } ?? 4 << 20
         let mebibytes = min((sendBufferMax >> 20) + 8, (TransportInbox().highWaterBytes >> 20) - 8)
         for _ in 0..<mebibytes { try peer.send(opcode: 0x1, [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)) }
-        // The echo has stalled once what waits in this socket stops growing.
-        var waiting = -1
-        for _ in 0..<50 {
-            try await Task.sleep(for: .milliseconds(200))
-            let now = peer.bytesWaiting
-            if now > 0 && now == waiting { break }
-            waiting = now
+        // The echo has stalled for good once one echo waits (each waits for the one before it)
+        // and cannot fit: the room left in the listener's socket is less than a message, and
+        // grows only when this side reads. Only then is the close sent, so that its echo queues
+        // behind the waiting one (sent earlier, on a slow machine, it could overtake). Seen
+        // twice in a row with the same counts, so that it is not a write still being copied.
+        var stalled = false
+        var seen: (takenUp: Int, sent: Int)? = nil
+        for _ in 0..<250 where !stalled {
+            try await Task.sleep(for: .milliseconds(40))
+            let now = (takenUp: echoes.takenUp.load(ordering: .relaxed), sent: echoes.sent.load(ordering: .relaxed))
+            let full = try now.takenUp - now.sent == 1 && Self.sendBufferHasRoom(port: listener.port) < 1 << 20
+            stalled = full && seen.map { $0 == now } == true
+            seen = full ? now : nil
         }
+        let memory = try Self.socketMemory(port: listener.port)
+        try #require(stalled, "the echo never stalled: \(echoes.takenUp.load(ordering: .relaxed)) taken up, \(echoes.sent.load(ordering: .relaxed)) echoed, \(memory)")
         #expect(listener.connectionCounts.active == 1)
         let closed = ContinuousClock.now
         try peer.send(opcode: 0x8, [0x03, 0xE8])  // close, 1000
@@ -343,12 +359,6 @@ final class RawWebSocketClient {
         try write(frame + [0, 0, 0, 0] + payload)
     }
 
-    /// Bytes received and not read (`FIONREAD`).
-    var bytesWaiting: Int {
-        var count: Int32 = 0
-        return ioctl(fd, UInt(FIONREAD), &count) == 0 ? Int(count) : -1
-    }
-
     /// Closes the socket (once).
     func close() {
         if fd >= 0 { Glibc.close(fd) }
@@ -366,4 +376,37 @@ final class RawWebSocketClient {
     }
 
     private static func failure() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+}
+
+/// How many messages an echo listener's connections have taken up to echo, and echoed.
+final class EchoCount: Sendable {
+    let takenUp = Atomic(0)
+    let sent = Atomic(0)
+}
+
+extension TransportTests {
+    /// How many more bytes the kernel takes on the listener's side of the one connection to
+    /// `port`: its send buffer (`ss`'s `tb`) less what its socket holds (`w`).
+    static func sendBufferHasRoom(port: Int) throws -> Int {
+        let output = try socketMemory(port: port)
+        func figure(_ name: String) -> Int? {
+            guard let range = output.range(of: "," + name) else { return nil }
+            return Int(output[range.upperBound...].prefix(while: \.isNumber))
+        }
+        guard let queued = figure("w"), let buffer = figure("tb") else { return .max }
+        return buffer - queued
+    }
+
+    /// `ss`'s line on the listener's side of the one connection to `port`, with its memory.
+    static func socketMemory(port: Int) throws -> String {
+        let ss = Process()
+        ss.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        ss.arguments = ["ss", "-tmnH", "state", "established", "( sport = :\(port) )"]
+        let pipe = Pipe()
+        ss.standardOutput = pipe
+        try ss.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        ss.waitUntilExit()
+        return output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    }
 }
