@@ -21,11 +21,15 @@ import time
 
 
 def log_lines(log, doc):
+    """The local revisions of doc in the log: its complete lines only, since a line being
+    appended can be read half-written (a read does not wait for the write's copy)."""
     try:
         with open(log, "rb") as f:
-            return sum(1 for line in f if json.loads(line).get("doc") == doc and json.loads(line).get("origin") == "local")
+            complete = f.read().split(b"\n")[:-1]
     except FileNotFoundError:
         return 0
+    entries = (json.loads(line) for line in complete)
+    return sum(1 for entry in entries if entry.get("doc") == doc and entry.get("origin") == "local")
 
 
 class Terminal:
