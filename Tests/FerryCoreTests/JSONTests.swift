@@ -77,7 +77,10 @@ import FerryTesting
         // Strings holding the punctuation the transform reacts to, escapes, and empty containers.
         let tricky: JSONValue = ["a,b": "x[1]{2}:\"\\\n", "": [[], [:], ["k": []]], "u": "\u{1F600}\u{FFFD}", "n": [1, -2, nil, true]]
         var m = InventoryMutator(seed: 7)
-        var values: [JSONValue] = [tricky, [:], .object(["x": tricky])]
+        // Nested deep enough for the indentation to outgrow the room first given to the text.
+        var deep: JSONValue = [1, "end", nil]
+        for level in 0..<60 { deep = level.isMultiple(of: 2) ? [deep, .int(level)] : .object(["k\(level)": deep]) }
+        var values: [JSONValue] = [tricky, [:], .object(["x": tricky]), .object(["deep": deep])]
         var doc = m.makeList(count: 20)
         for _ in 0..<100 {
             doc = m.edit(doc)
