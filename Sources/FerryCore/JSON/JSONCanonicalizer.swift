@@ -11,6 +11,7 @@ public enum JSONCanonicalizer {
     /// The canonical bytes of `text`, or nil (see the type's comment).
     public static func canonicalBytes(of text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         var writer = Writer(text)
+        defer { writer.out.free() }
         return writer.document()
     }
 
@@ -19,14 +20,16 @@ public enum JSONCanonicalizer {
         let buf: UnsafeBufferPointer<UInt8>
         var pos = 0
         var depth = 0
-        var out: [UInt8] = []
+        /// Written through a pointer: appending to an array checked its capacity and uniqueness,
+        /// and retained it, at every byte of a large file.
+        var out: GrowingBytes
         /// The members of the objects being written, innermost last: where each one's key
         /// (quotes included) and value end in `out`.
         var members: [(key: Range<Int>, end: Int)] = []
 
         init(_ buf: UnsafeBufferPointer<UInt8>) {
             self.buf = buf
-            out.reserveCapacity(buf.count)
+            out = GrowingBytes(capacity: buf.count + 16)
         }
 
         mutating func document() -> [UInt8]? {
@@ -35,7 +38,7 @@ public enum JSONCanonicalizer {
             skipWhitespace()
             guard value() else { return nil }
             skipWhitespace()
-            return pos == buf.count ? out : nil
+            return pos == buf.count ? out.array : nil
         }
 
         @inline(__always) mutating func skipWhitespace() {
@@ -157,6 +160,9 @@ public enum JSONCanonicalizer {
             return true
         }
 
+        /// Objects with at most this many members are sorted by insertion.
+        static let insertionSortLimit = 16
+
         /// Rewrites the members from `first` on, written in the text's order after the `{` at
         /// `objectStart`, in canonical order (the same bytes, moved); false on a duplicate key.
         mutating func reorder(from first: Int, objectStart: Int) -> Bool {
@@ -173,6 +179,22 @@ public enum JSONCanonicalizer {
                 let distinct = out.withUnsafeBufferPointer { o in
                     members.withUnsafeBufferPointer { m in
                         var sorting = order  // another view of the same memory: `order` reads it sorted
+                        if count <= Self.insertionSortLimit {
+                            // Most objects are small: an insertion sort, which meets an equal key
+                            // (a duplicate, which the parser refuses) where it stops.
+                            for i in 1..<count {
+                                let member = sorting[i]
+                                var j = i
+                                while j > 0 {
+                                    guard let order = JSONText.keyOrder(in: o, m[sorting[j - 1]].key, m[member].key) else { return false }
+                                    if order < 0 { break }
+                                    sorting[j] = sorting[j - 1]
+                                    j -= 1
+                                }
+                                sorting[j] = member
+                            }
+                            return true
+                        }
                         sorting.sort { a, b in (JSONText.keyOrder(in: o, m[a].key, m[b].key) ?? 0) < 0 }
                         // Equal keys end up side by side: a duplicate, which the parser refuses.
                         for i in 1..<count where JSONText.keyOrder(in: o, m[order[i - 1]].key, m[order[i]].key) == nil { return false }
@@ -234,14 +256,14 @@ public enum JSONCanonicalizer {
                 let e = buf[pos + 1]
                 pos += 2
                 switch e {
-                case UInt8(ascii: "\""): out += [0x5C, 0x22]
-                case UInt8(ascii: "\\"): out += [0x5C, 0x5C]
+                case UInt8(ascii: "\""): out.append(0x5C, 0x22)
+                case UInt8(ascii: "\\"): out.append(0x5C, 0x5C)
                 case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out += [0x5C, UInt8(ascii: "b")]
-                case UInt8(ascii: "f"): out += [0x5C, UInt8(ascii: "f")]
-                case UInt8(ascii: "n"): out += [0x5C, UInt8(ascii: "n")]
-                case UInt8(ascii: "r"): out += [0x5C, UInt8(ascii: "r")]
-                case UInt8(ascii: "t"): out += [0x5C, UInt8(ascii: "t")]
+                case UInt8(ascii: "b"): out.append(0x5C, UInt8(ascii: "b"))
+                case UInt8(ascii: "f"): out.append(0x5C, UInt8(ascii: "f"))
+                case UInt8(ascii: "n"): out.append(0x5C, UInt8(ascii: "n"))
+                case UInt8(ascii: "r"): out.append(0x5C, UInt8(ascii: "r"))
+                case UInt8(ascii: "t"): out.append(0x5C, UInt8(ascii: "t"))
                 case UInt8(ascii: "u"):
                     guard var scalar = JSONText.hex4(in: buf, at: pos) else { return false }
                     pos += 4
@@ -267,11 +289,13 @@ public enum JSONCanonicalizer {
         /// A scalar from a `\u` escape, as the serializer writes it: escaped if a quote, a
         /// backslash or a control character, as UTF-8 otherwise.
         mutating func writeScalar(_ u: Unicode.Scalar) {
+            var bytes: [UInt8] = []
             if u.value < 0x20 || u.value == 0x22 || u.value == 0x5C {
-                JSONWriter.writeEscape(of: UInt8(u.value), into: &out)
+                JSONWriter.writeEscape(of: UInt8(u.value), into: &bytes)
             } else {
-                out.append(contentsOf: UTF8.encode(u)!)
+                bytes.append(contentsOf: UTF8.encode(u)!)
             }
+            bytes.withUnsafeBufferPointer { out.append(contentsOf: $0) }
         }
 
         /// A number in canonical form: most are integers written in full, their own canonical
@@ -286,7 +310,9 @@ public enum JSONCanonicalizer {
                 return true
             }
             guard case .number(let parsed)? = try? JSONParser.parse(buffer: text) else { return false }
-            parsed.writeCanonical(into: &out)
+            var canonical: [UInt8] = []
+            parsed.writeCanonical(into: &canonical)
+            canonical.withUnsafeBufferPointer { out.append(contentsOf: $0) }
             return true
         }
     }

@@ -109,8 +109,14 @@ enum JSONText {
     static func keyOrder(in text: UnsafeBufferPointer<UInt8>, _ a: Range<Int>, _ b: Range<Int>) -> Int? {
         let x = UnsafeBufferPointer(rebasing: text[insideQuotes(a)])
         let y = UnsafeBufferPointer(rebasing: text[insideQuotes(b)])
-        if !x.contains(UInt8(ascii: "\\")) && !y.contains(UInt8(ascii: "\\")), let order = utf8Order(x, y) {
-            return order == 0 ? nil : order
+        // One pass up to the first difference: an escape there or before it decides nothing
+        // as bytes, and neither do bytes that order differently in UTF-16 (`utf8Order`).
+        let n = min(x.count, y.count)
+        var i = 0
+        while i < n, x[i] == y[i], x[i] != UInt8(ascii: "\\") { i += 1 }
+        if i == n { return x.count == y.count ? nil : (x.count < y.count ? -1 : 1) }
+        if x[i] != y[i], x[i] != UInt8(ascii: "\\"), y[i] != UInt8(ascii: "\\"), x[i] < 0xEE, y[i] < 0xEE {
+            return x[i] < y[i] ? -1 : 1
         }
         guard case .string(let s)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[a])),
               case .string(let t)? = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[b])) else { return nil }

@@ -207,114 +207,60 @@ extension JSONValue {
     /// indentation around its punctuation (outside strings), and a large body received from a
     /// peer is written out without building its tree again. `canonical` must be canonical.
     package static func prettyBytes(fromCanonical canonical: UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        // Written through a pointer into the array's storage, not appended byte by byte (which
-        // checks capacity and uniqueness at every byte): this runs on every large body a peer
-        // sends. Indentation rarely doubles a body; a deeper one is written again with more room.
-        var capacity = canonical.count * 2 + 64
-        while true {
-            var fitted = true
-            let pretty = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-                var out = PrettyOutput(buffer)
-                fitted = writePretty(fromCanonical: canonical, into: &out)
-                count = fitted ? out.count : 0
-            }
-            if fitted { return pretty }
-            capacity *= 2
-        }
-    }
-
-    /// Writes `prettyBytes(fromCanonical:)` into `out`; false if it does not fit.
-    private static func writePretty(fromCanonical canonical: UnsafeBufferPointer<UInt8>, into out: inout PrettyOutput) -> Bool {
+        // Written through a pointer (`GrowingBytes`), not appended to an array byte by byte
+        // (which checks capacity and uniqueness at every byte): this runs on every large body
+        // a peer sends.
+        var out = GrowingBytes(capacity: canonical.count * 2 + 64)
+        defer { out.free() }
         var depth = 0, i = 0
         let n = canonical.count
         while i < n {
             let b = canonical[i]
-            var written: Bool
             switch b {
             case 0x22:  // a string: copied whole, escapes and all
                 var j = i + 1
                 while j < n, canonical[j] != 0x22 { j += canonical[j] == 0x5C ? 2 : 1 }
                 j = min(j + 1, n)
-                written = out.append(canonical, i..<j)
-                i = j - 1
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: canonical[i..<j]))
+                i = j
+                continue
             case 0x5B, 0x7B:  // [ {
                 if i + 1 < n, canonical[i + 1] == b + 2 {  // [] {}
-                    written = out.append(b) && out.append(b + 2)
-                    i += 1
-                } else {
-                    depth += 1
-                    written = out.append(b) && out.newline(depth)
+                    out.append(b, b + 2)
+                    i += 2
+                    continue
                 }
+                out.append(b)
+                depth += 1
+                out.append(0x0A)
+                out.append(0x20, times: depth * 2)
             case 0x5D, 0x7D:  // ] }
                 depth = max(depth - 1, 0)  // never below the top, whatever the input
-                written = out.newline(depth) && out.append(b)
+                out.append(0x0A)
+                out.append(0x20, times: depth * 2)
+                out.append(b)
             case 0x2C:  // ,
-                written = out.append(b) && out.newline(depth)
+                out.append(b)
+                out.append(0x0A)
+                out.append(0x20, times: depth * 2)
             case 0x3A:  // :
-                written = out.append(0x3A) && out.append(0x20)
+                out.append(0x3A, 0x20)
             default:
                 // A number or a literal: copied up to the punctuation after it.
                 var j = i + 1
                 while j < n, !isPunctuation(canonical[j]) { j += 1 }
-                written = out.append(canonical, i..<j)
-                i = j - 1
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: canonical[i..<j]))
+                i = j
+                continue
             }
-            guard written else { return false }
             i += 1
         }
-        return out.append(0x0A)
+        out.append(0x0A)
+        return out.array
     }
 
     /// What ends a number or a literal in canonical text.
-    @inline(__always)
-    private static func isPunctuation(_ b: UInt8) -> Bool {
+    @inline(__always) private static func isPunctuation(_ b: UInt8) -> Bool {
         b == 0x2C || b == 0x5D || b == 0x7D || b == 0x3A || b == 0x22 || b == 0x5B || b == 0x7B
-    }
-}
-
-/// The output of `prettyBytes(fromCanonical:)`: an array's uninitialized storage, written
-/// through a pointer; each write says whether it fitted.
-private struct PrettyOutput {
-    private let base: UnsafeMutablePointer<UInt8>
-    private let capacity: Int
-    /// The bytes written.
-    private(set) var count = 0
-
-    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
-        base = buffer.baseAddress!
-        capacity = buffer.count
-    }
-
-    @inline(__always)
-    mutating func append(_ byte: UInt8) -> Bool {
-        guard count < capacity else { return false }
-        base[count] = byte
-        count += 1
-        return true
-    }
-
-    /// `range` of `source`, byte by byte: most runs are a few bytes, for which a call to
-    /// `memmove` costs more than the copy.
-    @inline(__always)
-    mutating func append(_ source: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
-        guard count + range.count <= capacity else { return false }
-        if range.count > 32 {
-            (base + count).update(from: source.baseAddress! + range.lowerBound, count: range.count)
-        } else {
-            for k in range { base[count + k - range.lowerBound] = source[k] }
-        }
-        count += range.count
-        return true
-    }
-
-    /// A line break and `depth` levels of two-space indentation.
-    @inline(__always)
-    mutating func newline(_ depth: Int) -> Bool {
-        let width = 1 + depth * 2
-        guard count + width <= capacity else { return false }
-        base[count] = 0x0A
-        for k in 1..<width { base[count + k] = 0x20 }
-        count += width
-        return true
     }
 }
