@@ -117,6 +117,12 @@ enum RandomJSON {
         let deep = try #require(nested.canonicalBytes.withUnsafeBufferPointer(CanonicalJSONCheck.object))
         #expect(deep.blobReferences == (try nested.blobReferences()))
         #expect(deep.blobReferences.count == 1)
+        // The canonicalizer finds the same, from texts whose members are out of order.
+        var g = SeededGenerator(seed: 3)
+        for (value, expected) in [(value, facts), (holding, found), (nested, deep)] {
+            let text = Array(JSONCanonicalizerTests.scrambled(value, &g).utf8)
+            #expect(text.withUnsafeBufferPointer(JSONCanonicalizer.canonicalObject(of:))?.facts == expected)
+        }
     }
 
     /// A frame's body member is kept as its bytes where canonical, and only at the top level.
@@ -206,6 +212,31 @@ enum RandomJSON {
             #expect(canonicalize(text) == JSONValue.object(members).canonicalString, "\(text)")
         }
         #expect(canonicalize("\u{FEFF} {\"b\":1,\"a\":[]} \n") == #"{"a":[],"b":1}"#)
+    }
+
+    /// The facts gathered while writing are those the check finds in the bytes written, with
+    /// blob references at any depth, in objects whose members move.
+    @Test func theFactsGatheredWhileWritingAreTheChecksFacts() throws {
+        var g = SeededGenerator(seed: 11)
+        var severalReferences = 0
+        for _ in 0..<3_000 {
+            let keys = ["z", "a", "m", "@type", "digest", "é"]
+            var members: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 1...5, using: &g) { members[keys.randomElement(using: &g)!] = RandomJSON.value(&g, depth: 0) }
+            let value = JSONValue.object(members)
+            let text = Array(Self.scrambled(value, &g).utf8)
+            let expected = value.canonicalBytes.withUnsafeBufferPointer(CanonicalJSONCheck.object)
+            let got = text.withUnsafeBufferPointer(JSONCanonicalizer.canonicalObject(of:))
+            #expect(got?.facts == expected, "\(String(decoding: text, as: UTF8.self))")
+            if let got { #expect(got.bytes == value.canonicalBytes) }
+            if (expected?.blobReferences.count ?? 0) > 1 { severalReferences += 1 }
+        }
+        #expect(severalReferences > 100)
+        // No facts where the check gives none: not an object, a malformed reference.
+        for text in [#"[{"a":1}]"#, #""x""#, #"{"r":{"@type":"blob","digest":"nope"}}"#] {
+            #expect(Array(text.utf8).withUnsafeBufferPointer(JSONCanonicalizer.canonicalObject(of:)) == nil, "\(text)")
+            #expect(canonicalize(text) != nil)
+        }
     }
 
     @Test func whatTheParserRefusesIsNotWritten() {

@@ -15,6 +15,26 @@ public enum JSONCanonicalizer {
         return writer.document()
     }
 
+    /// The canonical bytes of `text` with the facts `CanonicalJSONCheck.object` would find in
+    /// them, gathered as they are written (a saved file's bytes are not checked again); nil
+    /// where the check would give none (not an object, a malformed blob reference) or where
+    /// `canonicalBytes` gives nothing.
+    public static func canonicalObject(of text: UnsafeBufferPointer<UInt8>) -> (bytes: [UInt8], facts: CanonicalJSONFacts)? {
+        var writer = Writer(text)
+        defer { writer.out.free() }
+        guard let bytes = writer.document(), bytes.first == UInt8(ascii: "{") else { return nil }
+        // Each reference is read as `blobReferences()` reads it, once the whole text is
+        // written, as the check does: each byte is parsed at most once, however deep
+        // references nest.
+        var references: [BlobReference] = []
+        for (at, length) in writer.references.sorted(by: { $0.at < $1.at }) {
+            guard let parsed = bytes.withUnsafeBufferPointer({ try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: $0[at..<at + length])) }),
+                  let found = try? parsed.blobReferences(), found.count == 1 else { return nil }
+            references.append(found[0])
+        }
+        return (bytes, CanonicalJSONFacts(prettySize: bytes.count + writer.prettyExtra + 1, blobReferences: references))
+    }
+
     /// One pass over a text into `out`.
     struct Writer {
         let buf: UnsafeBufferPointer<UInt8>
@@ -26,6 +46,12 @@ public enum JSONCanonicalizer {
         /// The members of the objects being written, innermost last: where each one's key
         /// (quotes included) and value end in `out`.
         var members: [(key: Range<Int>, end: Int)] = []
+        /// What pretty-printing adds to the text written (`CanonicalJSONCheck.Scanner`'s count).
+        var prettyExtra = 0
+        /// Where the blob references written so far are in `out` (objects whose `@type` is
+        /// `blob`, not inside another one): kept up to date as objects' members move, so that
+        /// they can be read in canonical order at the end.
+        var references: [(at: Int, length: Int)] = []
 
         init(_ buf: UnsafeBufferPointer<UInt8>) {
             self.buf = buf
@@ -81,12 +107,14 @@ public enum JSONCanonicalizer {
             pos += 1
             out.append(UInt8(ascii: "["))
             skipWhitespace()
+            var count = 0
             if pos < buf.count, buf[pos] == UInt8(ascii: "]") {
                 pos += 1
             } else {
                 while true {
                     skipWhitespace()
                     guard value() else { return false }
+                    count += 1
                     skipWhitespace()
                     guard pos < buf.count else { return false }
                     if buf[pos] == UInt8(ascii: ",") {
@@ -101,6 +129,7 @@ public enum JSONCanonicalizer {
             }
             out.append(UInt8(ascii: "]"))
             depth -= 1
+            if count > 0 { prettyExtra += count * (1 + 2 * (depth + 1)) + 1 + 2 * depth }
             return true
         }
 
@@ -110,6 +139,7 @@ public enum JSONCanonicalizer {
             let start = out.count
             out.append(UInt8(ascii: "{"))
             let first = members.count
+            let referencesBefore = references.count
             defer { members.removeSubrange(first...) }
             skipWhitespace()
             var sorted = true
@@ -154,9 +184,21 @@ public enum JSONCanonicalizer {
                 let keys = members[first...].map { $0.key }
                 guard out.withUnsafeBufferPointer({ CanonicalJSONCheck.keysAreDistinct($0, keys) }) else { return false }
             }
-            if !sorted, !reorder(from: first, objectStart: start) { return false }
+            let isBlobReference = members[first...].contains { member in
+                out.withUnsafeBufferPointer { o in
+                    Self.equals(o, member.key, "\"@type\"") && Self.equals(o, member.key.upperBound + 1..<member.end, "\"blob\"")
+                }
+            }
+            if !sorted, !reorder(from: first, objectStart: start, referencesBefore: referencesBefore) { return false }
             out.append(UInt8(ascii: "}"))
             depth -= 1
+            let count = members.count - first
+            if count > 0 { prettyExtra += count * (2 + 2 * (depth + 1)) + 1 + 2 * depth }
+            if isBlobReference {
+                // References inside this one do not count.
+                references.removeSubrange(referencesBefore...)
+                references.append((start, out.count - start))
+            }
             return true
         }
 
@@ -165,7 +207,7 @@ public enum JSONCanonicalizer {
 
         /// Rewrites the members from `first` on, written in the text's order after the `{` at
         /// `objectStart`, in canonical order (the same bytes, moved); false on a duplicate key.
-        mutating func reorder(from first: Int, objectStart: Int) -> Bool {
+        mutating func reorder(from first: Int, objectStart: Int, referencesBefore: Int) -> Bool {
             let count = members.count - first
             let base = objectStart + 1
             let length = out.count - base
@@ -202,6 +244,7 @@ public enum JSONCanonicalizer {
                     }
                 }
                 guard distinct else { return false }
+                let movedFrom = (referencesBefore..<references.count).map { ($0, references[$0].at) }
                 withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { written in
                     members.withUnsafeBufferPointer { m in
                         out.withUnsafeMutableBufferPointer { o in
@@ -214,6 +257,11 @@ public enum JSONCanonicalizer {
                                 }
                                 let member = m[index].key.lowerBound - base..<m[index].end - base
                                 _ = UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
+                                // The references inside the member move with it (found by where
+                                // they were: one moved already may now lie where another was).
+                                for (r, was) in movedFrom where m[index].key.lowerBound..<m[index].end ~= was {
+                                    references[r].at = was + at - m[index].key.lowerBound
+                                }
                                 at += member.count
                             }
                         }
@@ -221,6 +269,11 @@ public enum JSONCanonicalizer {
                 }
                 return true
             }
+        }
+
+        /// Whether `range` of `text` holds `literal`.
+        static func equals(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString) -> Bool {
+            range.count == literal.utf8CodeUnitCount && JSONText.literal(literal, in: text, at: range.lowerBound)
         }
 
         /// The order of two keys written in `out` (negative, positive; nil when equal).

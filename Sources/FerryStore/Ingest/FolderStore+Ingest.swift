@@ -212,11 +212,10 @@ extension FolderStore {
             return .success(JSONBodyRead(digest: known.object, size: known.size, canonical: nil))
         }
         let canonical: [UInt8], blobs: [BlobDigest], prettySize: (_ limit: Int) -> Int
-        // Most files: their canonical bytes written straight from the text, and what is needed
-        // of the value found by checking those bytes, without a tree. The parser takes the
-        // rest, and says what is wrong with a file that is not a body.
-        if let bytes = raw.withUnsafeBufferPointer(JSONCanonicalizer.canonicalBytes(of:)),
-           let facts = bytes.withUnsafeBufferPointer(CanonicalJSONCheck.object) {
+        // Most files: their canonical bytes written straight from the text, with what is needed
+        // of the value found as they are written, without a tree. The parser takes the rest,
+        // and says what is wrong with a file that is not a body.
+        if let (bytes, facts) = raw.withUnsafeBufferPointer(JSONCanonicalizer.canonicalObject(of:)) {
             (canonical, blobs, prettySize) = (bytes, facts.blobReferences.map(\.digest), { _ in facts.prettySize })
         } else {
             let value: JSONValue
