@@ -19,6 +19,24 @@ import FerryTesting
         #expect(try f.store.objects.write(bytes) == digest)
     }
 
+    /// What may be sent to a peer is a revision's bytes proven by their digest: the last large
+    /// body written is taken from memory (hashed as it was written), any other is read and
+    /// hashed, and a damaged one is nothing.
+    @Test func aVerifiedBodyComesFromMemoryOnlyForTheLastLargeBodyWritten() throws {
+        let f = try TestFolder()
+        let first = try f.doc("first.json"), second = try f.doc("second.json")
+        func large(_ n: Int) -> JSONValue { ["n": .int(n), "text": .string(String(repeating: "x", count: 70_000))] }
+        try f.store.recordLocalJSON(first, large(1))
+        let node = try #require(f.store.current(first))
+        let path = f.store.objects.path(for: try #require(node.object))
+        chmod(path, 0o644)
+        try Data("damaged".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(f.store.verifiedBody(of: node, doc: first) == large(1).canonicalBytes)
+        try f.store.recordLocalJSON(second, large(2))
+        #expect(f.store.verifiedBody(of: node, doc: first) == nil)
+        #expect(f.store.verifiedBody(of: try #require(f.store.current(second)), doc: second) == large(2).canonicalBytes)
+    }
+
     @Test func streamedImportHashesWhileCopyingAndRejectsAWrongDigest() throws {
         let f = try TestFolder()
         let big = f.dir.appending("big.bin")

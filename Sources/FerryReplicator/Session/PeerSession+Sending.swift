@@ -235,7 +235,7 @@ extension PeerSession {
         }
         // The stored bytes go out as they are, once their digest proves them intact (a damaged
         // object gets a norev, never a broken frame).
-        guard let object = node.object, let bytes = try? store.body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
+        guard let bytes = store.verifiedBody(of: node, doc: doc) else { return nil }
         let whole = request(.canonicalJSON(CanonicalBody(bytes)))
         // Known revisions come best first (the peer's current one leads).
         if deltas, let base = known.lazy.compactMap({ tree.nodes[$0] }).first(where: { !$0.deleted && $0.object != nil }),

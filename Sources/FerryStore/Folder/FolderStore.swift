@@ -250,6 +250,16 @@ public final class FolderStore {
         return try objects.read(object, packedAt: node.pack, size: node.size)
     }
 
+    /// `body(of:doc:)` when its bytes hash to the revision's object (nil otherwise, or when it
+    /// cannot be read): what may be sent to a peer. The last large body this store wrote is
+    /// taken from memory, hashed when it was written.
+    public func verifiedBody(of node: RevisionNode, doc: DocumentID) -> [UInt8]? {
+        guard let object = node.object else { return nil }
+        if let recent = objects.lastLargeBody, recent.digest == object { return recent.bytes }
+        guard let bytes = try? body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
+        return bytes
+    }
+
     /// A JSON document's body at a revision.
     public func jsonBody(of node: RevisionNode, doc: DocumentID) throws(StoreError) -> JSONValue {
         let bytes = try body(of: node, doc: doc)

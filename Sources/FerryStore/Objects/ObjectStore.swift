@@ -15,6 +15,11 @@ public final class ObjectStore {
     var batch: DurabilityBatch?
     /// Small JSON bodies, a line each in `.ferry/packs` (written by the folder's writer only).
     let packs: BodyPacks
+    /// The last large JSON body written, with its digest (computed from these bytes): a save
+    /// is sent to peers moments later, which would otherwise read it back and hash it again.
+    private(set) var lastLargeBody: (digest: BlobDigest, bytes: [UInt8])?
+    /// Bodies from this size on are kept as `lastLargeBody` (smaller ones read back quickly).
+    static let lastLargeBodyMinimum = 64 << 10
 
     /// Size of the chunks blobs are streamed in: memory stays flat whatever the file size.
     public static let chunkSize = 1 << 20
@@ -76,7 +81,11 @@ public final class ObjectStore {
     /// hashed twice).
     @discardableResult
     func writeBody(_ canonical: [UInt8], digest: BlobDigest) throws(StoreError) -> BlobDigest {
-        guard canonical.count < BodyPacks.packedBelow else { return try write(canonical, digest: digest) }
+        guard canonical.count < BodyPacks.packedBelow else {
+            try write(canonical, digest: digest)
+            if canonical.count >= Self.lastLargeBodyMinimum { lastLargeBody = (digest, canonical) }
+            return digest
+        }
         if !contains(digest) { try pack(canonical, digest: digest) }
         return digest
     }
