@@ -44,8 +44,9 @@ public enum JSONCanonicalizer {
         /// and retained it, at every byte of a large file.
         var out: GrowingBytes
         /// The members of the objects being written, innermost last: where each one's key
-        /// (quotes included) and value end in `out`.
-        var members: [(key: Range<Int>, end: Int)] = []
+        /// (quotes included) and value end in `out`, and where its blob references begin in
+        /// `references` (they run to the next member's, or to the end).
+        var members: [(key: Range<Int>, end: Int, references: Int)] = []
         /// What pretty-printing adds to the text written (`CanonicalJSONCheck.Scanner`'s count).
         var prettyExtra = 0
         /// Where the blob references written so far are in `out` (objects whose `@type` is
@@ -154,6 +155,7 @@ public enum JSONCanonicalizer {
                     guard pos < buf.count, buf[pos] == UInt8(ascii: "\"") else { return false }
                     if members.count > first { out.append(UInt8(ascii: ",")) }
                     let keyStart = out.count
+                    let memberReferences = references.count
                     guard string() else { return false }
                     let key = keyStart..<out.count
                     if !nonASCIIKey { nonASCIIKey = out.withUnsafeBufferPointer { o in o[key].contains { $0 >= 0x80 } } }
@@ -168,7 +170,7 @@ public enum JSONCanonicalizer {
                         guard let order = compareKeys(members[members.count - 1].key, key) else { return false }
                         if order > 0 { sorted = false }
                     }
-                    members.append((key, out.count))
+                    members.append((key, out.count, memberReferences))
                     skipWhitespace()
                     guard pos < buf.count else { return false }
                     if buf[pos] == UInt8(ascii: ",") {
@@ -189,7 +191,7 @@ public enum JSONCanonicalizer {
                     Self.equals(o, member.key, "\"@type\"") && Self.equals(o, member.key.upperBound + 1..<member.end, "\"blob\"")
                 }
             }
-            if !sorted, !reorder(from: first, objectStart: start, referencesBefore: referencesBefore) { return false }
+            if !sorted, !reorder(from: first, objectStart: start) { return false }
             out.append(UInt8(ascii: "}"))
             depth -= 1
             let count = members.count - first
@@ -207,7 +209,7 @@ public enum JSONCanonicalizer {
 
         /// Rewrites the members from `first` on, written in the text's order after the `{` at
         /// `objectStart`, in canonical order (the same bytes, moved); false on a duplicate key.
-        mutating func reorder(from first: Int, objectStart: Int, referencesBefore: Int) -> Bool {
+        mutating func reorder(from first: Int, objectStart: Int) -> Bool {
             let count = members.count - first
             let base = objectStart + 1
             let length = out.count - base
@@ -244,7 +246,6 @@ public enum JSONCanonicalizer {
                     }
                 }
                 guard distinct else { return false }
-                let movedFrom = (referencesBefore..<references.count).map { ($0, references[$0].at) }
                 withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { written in
                     members.withUnsafeBufferPointer { m in
                         out.withUnsafeMutableBufferPointer { o in
@@ -257,11 +258,10 @@ public enum JSONCanonicalizer {
                                 }
                                 let member = m[index].key.lowerBound - base..<m[index].end - base
                                 _ = UnsafeMutableBufferPointer(rebasing: o[at..<at + member.count]).update(fromContentsOf: written[member])
-                                // The references inside the member move with it (found by where
-                                // they were: one moved already may now lie where another was).
-                                for (r, was) in movedFrom where m[index].key.lowerBound..<m[index].end ~= was {
-                                    references[r].at = was + at - m[index].key.lowerBound
-                                }
+                                // The references inside the member move with it: each member's
+                                // are a run of their own, so each moves once.
+                                let runEnd = index + 1 < m.count ? m[index + 1].references : references.count
+                                for r in m[index].references..<runEnd { references[r].at += at - m[index].key.lowerBound }
                                 at += member.count
                             }
                         }

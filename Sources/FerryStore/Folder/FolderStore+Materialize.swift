@@ -173,10 +173,11 @@ extension FolderStore {
     /// to learn it holds the revision before), otherwise the file is read.
     func fileHolds(_ object: BlobDigest?, doc: DocumentID, fingerprint: FileFingerprint) -> Bool {
         if let proven = statCache.provenObject(doc, fingerprint: fingerprint, now: wallClockNanoseconds()) { return proven == object }
-        // Read with this fingerprint as another body (just now, as a peer's revision arrived:
-        // the look for an unrecorded save), but too recently for the fingerprint to prove it
-        // unchanged. Saying no without reading again is safe: the new file is then written,
-        // and its install looks at the file once more and keeps whatever save landed.
+        // Recorded with this fingerprint as another body (by ferry's own write, a read, or the
+        // look for an unrecorded save as a peer's revision arrives), but too recently for the
+        // fingerprint to prove it unchanged. Saying no without reading is safe: the new file is
+        // then written, and its install looks at the file again and keeps any save that landed
+        // (at worst a file holding the same value in other formatting is rewritten).
         if let seen = statCache[doc], seen.fingerprint == fingerprint, seen.object != object { return false }
         guard case .success(let digest)? = try? digestOnDisk(doc) else { return false }
         return digest == object

@@ -15,11 +15,14 @@ public final class ObjectStore {
     var batch: DurabilityBatch?
     /// Small JSON bodies, a line each in `.ferry/packs` (written by the folder's writer only).
     let packs: BodyPacks
-    /// The last large JSON body written, with its digest (computed from these bytes): a save
-    /// is sent to peers moments later, which would otherwise read it back and hash it again.
+    /// The last large JSON body written, with its digest (computed from these bytes), kept
+    /// until the next one: a save is sent to peers moments later, which would otherwise read
+    /// it back and hash it again.
     private(set) var lastLargeBody: (digest: BlobDigest, bytes: [UInt8])?
-    /// Bodies from this size on are kept as `lastLargeBody` (smaller ones read back quickly).
+    /// Bodies from this size on are kept as `lastLargeBody` (smaller ones read back quickly)...
     static let lastLargeBodyMinimum = 64 << 10
+    /// ...up to this size (the memory it holds while the folder is open).
+    static let lastLargeBodyMaximum = 16 << 20
 
     /// Size of the chunks blobs are streamed in: memory stays flat whatever the file size.
     public static let chunkSize = 1 << 20
@@ -83,7 +86,8 @@ public final class ObjectStore {
     func writeBody(_ canonical: [UInt8], digest: BlobDigest) throws(StoreError) -> BlobDigest {
         guard canonical.count < BodyPacks.packedBelow else {
             try write(canonical, digest: digest)
-            if canonical.count >= Self.lastLargeBodyMinimum { lastLargeBody = (digest, canonical) }
+            let kept = Self.lastLargeBodyMinimum...Self.lastLargeBodyMaximum ~= canonical.count
+            lastLargeBody = kept ? (digest, canonical) : nil
             return digest
         }
         if !contains(digest) { try pack(canonical, digest: digest) }
