@@ -31,18 +31,43 @@ public enum CanonicalJSONCheck {
         guard start < buffer.count, buffer[start] == UInt8(ascii: "{") else { return nil }
         var scanner = Scanner(buffer, at: start)
         guard scanner.value(indent: 0) else { return nil }
-        // Each reference is read as `blobReferences()` reads it, once the whole text is
-        // checked: only the outermost ones count (what a reference holds is not looked into),
-        // so each byte is parsed at most once, however deep references nest. A malformed one
-        // is left to the parse, which says what is wrong with it.
+        guard let references = blobReferences(in: buffer, at: scanner.references) else { return nil }
+        let facts = CanonicalJSONFacts(prettySize: scanner.pos - start + scanner.prettyExtra + 1, blobReferences: references)
+        return (scanner.pos, facts)
+    }
+
+    /// The blob references at `ranges` of canonical `text` (the outermost objects whose `@type`
+    /// is `blob`, in text order), each read as `blobReferences()` reads it, once the whole text
+    /// is read: what a reference holds is not looked into, so each byte is parsed at most once,
+    /// however deep references nest. Nil if one is malformed: the parse says what is wrong.
+    static func blobReferences(in text: UnsafeBufferPointer<UInt8>, at ranges: some Sequence<Range<Int>>) -> [BlobReference]? {
         var references: [BlobReference] = []
-        for range in scanner.references {
-            guard let parsed = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: buffer[range])),
+        for range in ranges {
+            guard let parsed = try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: text[range])),
                   let found = try? parsed.blobReferences(), found.count == 1 else { return nil }
             references.append(found[0])
         }
-        let facts = CanonicalJSONFacts(prettySize: scanner.pos - start + scanner.prettyExtra + 1, blobReferences: references)
-        return (scanner.pos, facts)
+        return references
+    }
+
+    /// Whether a member whose key and value are at `key` and `value` in canonical `text` makes
+    /// its object a blob reference (`"@type":"blob"`).
+    static func marksBlobReference(_ text: UnsafeBufferPointer<UInt8>, key: Range<Int>, value: Range<Int>) -> Bool {
+        func holds(_ range: Range<Int>, _ literal: StaticString) -> Bool {
+            range.count == literal.utf8CodeUnitCount && JSONText.literal(literal, in: text, at: range.lowerBound)
+        }
+        return holds(key, "\"@type\"") && holds(value, "\"blob\"")
+    }
+
+    /// What pretty-printing adds to a non-empty object of `members` members at `indent`: a
+    /// line and indentation for each member and for the closing brace, a space after each colon.
+    static func prettyExtra(objectMembers members: Int, indent: Int) -> Int {
+        members * (2 + 2 * (indent + 1)) + 1 + 2 * indent
+    }
+
+    /// What pretty-printing adds to a non-empty array of `elements` elements at `indent`.
+    static func prettyExtra(arrayElements elements: Int, indent: Int) -> Int {
+        elements * (1 + 2 * (indent + 1)) + 1 + 2 * indent
     }
 
     /// Whether the keys at `ranges` in `text` (canonical string texts, quotes included) are
@@ -130,7 +155,7 @@ public enum CanonicalJSONCheck {
                 pos += 1
                 let valueStart = pos
                 guard value(indent: indent + 1) else { return false }
-                if equals(key, "\"@type\""), equals(valueStart..<pos, "\"blob\"") { isBlobReference = true }
+                if CanonicalJSONCheck.marksBlobReference(buf, key: key, value: valueStart..<pos) { isBlobReference = true }
                 count += 1
                 previousKey = key
                 guard pos < buf.count else { return false }
@@ -140,7 +165,7 @@ public enum CanonicalJSONCheck {
             }
             if nonASCIIKey { guard CanonicalJSONCheck.keysAreDistinct(buf, keys[firstKey...]) else { return false } }
             depth -= 1
-            prettyExtra += count * (2 + 2 * (indent + 1)) + 1 + 2 * indent
+            prettyExtra += CanonicalJSONCheck.prettyExtra(objectMembers: count, indent: indent)
             if isBlobReference {
                 // References found inside this one do not count.
                 references.removeSubrange(referencesBefore...)
@@ -168,7 +193,7 @@ public enum CanonicalJSONCheck {
                 return false
             }
             depth -= 1
-            prettyExtra += count * (1 + 2 * (indent + 1)) + 1 + 2 * indent
+            prettyExtra += CanonicalJSONCheck.prettyExtra(arrayElements: count, indent: indent)
             return true
         }
 
@@ -230,10 +255,6 @@ public enum CanonicalJSONCheck {
             let text = UnsafeBufferPointer(rebasing: buf[start..<pos])
             guard case .number(let parsed)? = try? JSONParser.parse(buffer: text) else { return false }
             return parsed.canonicalBytes.elementsEqual(text)
-        }
-
-        func equals(_ range: Range<Int>, _ text: StaticString) -> Bool {
-            range.count == text.utf8CodeUnitCount && JSONText.literal(text, in: buf, at: range.lowerBound)
         }
     }
 }

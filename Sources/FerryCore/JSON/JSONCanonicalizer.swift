@@ -23,15 +23,8 @@ public enum JSONCanonicalizer {
         var writer = Writer(text)
         defer { writer.out.free() }
         guard let bytes = writer.document(), bytes.first == UInt8(ascii: "{") else { return nil }
-        // Each reference is read as `blobReferences()` reads it, once the whole text is
-        // written, as the check does: each byte is parsed at most once, however deep
-        // references nest.
-        var references: [BlobReference] = []
-        for (at, length) in writer.references.sorted(by: { $0.at < $1.at }) {
-            guard let parsed = bytes.withUnsafeBufferPointer({ try? JSONParser.parse(buffer: UnsafeBufferPointer(rebasing: $0[at..<at + length])) }),
-                  let found = try? parsed.blobReferences(), found.count == 1 else { return nil }
-            references.append(found[0])
-        }
+        let ranges = writer.references.sorted { $0.lowerBound < $1.lowerBound }
+        guard let references = bytes.withUnsafeBufferPointer({ CanonicalJSONCheck.blobReferences(in: $0, at: ranges) }) else { return nil }
         return (bytes, CanonicalJSONFacts(prettySize: bytes.count + writer.prettyExtra + 1, blobReferences: references))
     }
 
@@ -52,7 +45,7 @@ public enum JSONCanonicalizer {
         /// Where the blob references written so far are in `out` (objects whose `@type` is
         /// `blob`, not inside another one): kept up to date as objects' members move, so that
         /// they can be read in canonical order at the end.
-        var references: [(at: Int, length: Int)] = []
+        var references: [Range<Int>] = []
 
         init(_ buf: UnsafeBufferPointer<UInt8>) {
             self.buf = buf
@@ -130,7 +123,7 @@ public enum JSONCanonicalizer {
             }
             out.append(UInt8(ascii: "]"))
             depth -= 1
-            if count > 0 { prettyExtra += count * (1 + 2 * (depth + 1)) + 1 + 2 * depth }
+            if count > 0 { prettyExtra += CanonicalJSONCheck.prettyExtra(arrayElements: count, indent: depth) }
             return true
         }
 
@@ -187,19 +180,17 @@ public enum JSONCanonicalizer {
                 guard out.withUnsafeBufferPointer({ CanonicalJSONCheck.keysAreDistinct($0, keys) }) else { return false }
             }
             let isBlobReference = members[first...].contains { member in
-                out.withUnsafeBufferPointer { o in
-                    Self.equals(o, member.key, "\"@type\"") && Self.equals(o, member.key.upperBound + 1..<member.end, "\"blob\"")
-                }
+                out.withUnsafeBufferPointer { CanonicalJSONCheck.marksBlobReference($0, key: member.key, value: member.key.upperBound + 1..<member.end) }
             }
             if !sorted, !reorder(from: first, objectStart: start) { return false }
             out.append(UInt8(ascii: "}"))
             depth -= 1
             let count = members.count - first
-            if count > 0 { prettyExtra += count * (2 + 2 * (depth + 1)) + 1 + 2 * depth }
+            if count > 0 { prettyExtra += CanonicalJSONCheck.prettyExtra(objectMembers: count, indent: depth) }
             if isBlobReference {
                 // References inside this one do not count.
                 references.removeSubrange(referencesBefore...)
-                references.append((start, out.count - start))
+                references.append(start..<out.count)
             }
             return true
         }
@@ -261,7 +252,8 @@ public enum JSONCanonicalizer {
                                 // The references inside the member move with it: each member's
                                 // are a run of their own, so each moves once.
                                 let runEnd = index + 1 < m.count ? m[index + 1].references : references.count
-                                for r in m[index].references..<runEnd { references[r].at += at - m[index].key.lowerBound }
+                                let shift = at - m[index].key.lowerBound
+                                for r in m[index].references..<runEnd { references[r] = references[r].lowerBound + shift..<references[r].upperBound + shift }
                                 at += member.count
                             }
                         }
@@ -269,11 +261,6 @@ public enum JSONCanonicalizer {
                 }
                 return true
             }
-        }
-
-        /// Whether `range` of `text` holds `literal`.
-        static func equals(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-            range.count == literal.utf8CodeUnitCount && JSONText.literal(literal, in: text, at: range.lowerBound)
         }
 
         /// The order of two keys written in `out` (negative, positive; nil when equal).
