@@ -133,6 +133,71 @@ import FerryTesting
         #expect(IgnoreRules.isSedTemporary("sedAb12Z9"))
         #expect(!IgnoreRules.isSedTemporary("sediment.json"))
     }
+
+    /// The rules match as gitignore's definition does, written plainly with `fnmatch` per
+    /// path component (what `IgnoreRules` compiles to byte comparisons where it can): random
+    /// rule sets against random paths.
+    @Test func ignoreRulesMatchAPlainFnmatchReading() {
+        struct Plain {
+            var rules: [(parts: [String], negated: Bool, directoryOnly: Bool)] = []
+            init(_ lines: [String]) {
+                for raw in IgnoreRules.builtIn + lines {
+                    var line = raw, negated = false, directoryOnly = false
+                    if line.hasPrefix("!") { negated = true; line.removeFirst() }
+                    if line.hasPrefix("\\") { line.removeFirst() }
+                    if line.hasSuffix("/") { directoryOnly = true; line.removeLast() }
+                    let anchored = line.contains("/")
+                    if line.hasPrefix("/") { line.removeFirst() }
+                    var parts = line.split(separator: "/").map(String.init)
+                    if !anchored { parts.insert("**", at: 0) }
+                    rules.append((parts, negated, directoryOnly))
+                }
+            }
+            static func match(_ pattern: ArraySlice<String>, _ path: ArraySlice<String>) -> Bool {
+                guard let first = pattern.first else { return path.isEmpty }
+                if first == "**" {
+                    return (path.startIndex...path.endIndex).contains { match(pattern.dropFirst(), path[$0...]) }
+                }
+                guard let name = path.first, fnmatch(first, name, 0) == 0 else { return false }
+                return match(pattern.dropFirst(), path.dropFirst())
+            }
+            func ignored(_ path: String, isDirectory: Bool) -> Bool {
+                let parts = path.split(separator: "/").map(String.init)
+                for end in 1...parts.count {
+                    var verdict = false
+                    for r in rules where !r.directoryOnly || isDirectory || end < parts.count {
+                        if Self.match(r.parts[...], parts[0..<end]) { verdict = !r.negated }
+                    }
+                    if verdict { return true }
+                }
+                return false
+            }
+        }
+        let globs = ["*.bak", "a*", "*b", "a*b", "x?", "[ab]*", "\\#x", "**", "docs", "a", "b.json", "*.json", "*", ".*", "c*d*e"]
+        let names = ["a", "b", "ab", "a.bak", "b.json", "docs", "x1", "xy", "#x", ".hidden", "cde", "cxdxe", "aab", "\u{e9}.json"]
+        var g = SeededGenerator(seed: 7)
+        for _ in 0..<300 {
+            var lines: [String] = []
+            for _ in 0..<Int.random(in: 0...4, using: &g) {
+                var line = (0..<Int.random(in: 1...3, using: &g)).map { _ in globs.randomElement(using: &g)! }.joined(separator: "/")
+                if Bool.random(using: &g) && Bool.random(using: &g) { line = "/" + line }
+                if Bool.random(using: &g) && Bool.random(using: &g) { line += "/" }
+                if Int.random(in: 0..<5, using: &g) == 0 { line = "!" + line }
+                lines.append(line)
+            }
+            let fast = IgnoreRules(ferryignore: lines.joined(separator: "\n")), plain = Plain(lines)
+            for _ in 0..<20 {
+                let path = (0..<Int.random(in: 1...4, using: &g)).map { _ in names.randomElement(using: &g)! }.joined(separator: "/")
+                let isDirectory = Bool.random(using: &g)
+                #expect(fast.isIgnored(path, isDirectory: isDirectory) == plain.ignored(path, isDirectory: isDirectory), "\(lines) \(path)")
+                let parts = path.split(separator: "/").map(String.init)
+                if !(1..<parts.count).contains(where: { plain.ignored(parts[0..<$0].joined(separator: "/"), isDirectory: true) }) {
+                    #expect(fast.isIgnoredEntry(parent: Array(parts.dropLast()), name: parts.last!, isDirectory: isDirectory)
+                            == plain.ignored(path, isDirectory: isDirectory), "\(lines) \(path)")
+                }
+            }
+        }
+    }
 }
 
 /// Issue 17: what the log accepted it reads back, and a sequence is never used twice.

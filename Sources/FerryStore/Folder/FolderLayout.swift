@@ -45,14 +45,15 @@ public struct FolderLayout: Sendable {
     /// here). Directories that do not exist yet are no problem: ferry makes them. Checked
     /// with `lstat` right before each read or write of a document's file (docs/security.md).
     public func placementProblem(of doc: String) -> String? {
-        var path = root
-        var relative = ""
-        let parts = doc.split(separator: "/", omittingEmptySubsequences: false)
-        for part in parts.dropLast() {
-            path += "/" + part
-            relative += relative.isEmpty ? String(part) : "/" + part
+        let bytes = doc.utf8
+        var next = bytes.startIndex
+        // Each directory's path is a prefix of the id: no splitting (every revision a peer
+        // sends passes here).
+        while let slash = bytes[next...].firstIndex(of: UInt8(ascii: "/")) {
+            next = bytes.index(after: slash)
+            let relative = doc[..<slash]
             var st = stat()
-            guard lstat(path, &st) == 0 else { return nil }
+            guard lstat(root + "/" + relative, &st) == 0 else { return nil }
             switch st.st_mode & S_IFMT {
             case S_IFDIR: continue
             case S_IFLNK: return "\(relative) is a symbolic link, which ferry does not follow"

@@ -9,7 +9,8 @@ import Glibc
 public struct IgnoreRules: Sendable {
     /// One parsed pattern.
     struct Pattern: Sendable {
-        let components: [String]
+        /// Its components, each compiled (`nil` stands for `**`).
+        let components: [NameMatcher?]
         let negated: Bool
         let directoryOnly: Bool
         /// For an unanchored pattern (`**/<glob>`), a matcher of the last path component alone.
@@ -37,14 +38,21 @@ public struct IgnoreRules: Sendable {
         }
 
         func matches(_ name: String) -> Bool {
-            let n = name.utf8
+            if case .glob(let g) = self { return fnmatch(g, name, 0) == 0 }
+            // In place: a scan tests every file against every pattern, and a peer's revision
+            // is tested against the built-in rules and the folder's.
+            return name.utf8.withContiguousStorageIfAvailable { matches(bytes: $0) } ?? matches(bytes: Array(name.utf8))
+        }
+
+        private func matches(bytes n: some RandomAccessCollection<UInt8>) -> Bool {
+            func head(_ p: [UInt8]) -> Bool { n.count >= p.count && n.prefix(p.count).elementsEqual(p) }
+            func tail(_ s: [UInt8]) -> Bool { n.count >= s.count && n.suffix(s.count).elementsEqual(s) }
             switch self {
             case .exact(let e): return n.elementsEqual(e)
-            case .prefix(let p): return n.starts(with: p)
-            case .suffix(let s): return n.count >= s.count && n.reversed().starts(with: s.reversed())
-            case .prefixSuffix(let p, let s):
-                return n.count >= p.count + s.count && n.starts(with: p) && n.reversed().starts(with: s.reversed())
-            case .glob(let g): return fnmatch(g, name, 0) == 0
+            case .prefix(let p): return head(p)
+            case .suffix(let s): return tail(s)
+            case .prefixSuffix(let p, let s): return n.count >= p.count + s.count && head(p) && tail(s)
+            case .glob(let g): return fnmatch(g, String(decoding: n, as: UTF8.self), 0) == 0
             }
         }
     }
@@ -89,9 +97,9 @@ public struct IgnoreRules: Sendable {
         let anchored = line.contains("/")
         if line.hasPrefix("/") { line.removeFirst() }
         if line.isEmpty { return }
-        var components = line.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        let basename = !anchored && components.count == 1 ? NameMatcher(components[0]) : nil
-        if !anchored { components.insert("**", at: 0) }
+        var components: [NameMatcher?] = line.split(separator: "/", omittingEmptySubsequences: true).map { $0 == "**" ? nil : NameMatcher(String($0)) }
+        let basename = !anchored && components.count == 1 ? components[0] : nil
+        if !anchored { components.insert(nil, at: 0) }
         patterns.append(Pattern(components: components, negated: negated, directoryOnly: directoryOnly, basename: basename))
     }
 
@@ -99,15 +107,15 @@ public struct IgnoreRules: Sendable {
     public func isIgnored(_ relativePath: String, isDirectory: Bool) -> Bool {
         let parts = relativePath.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard !parts.isEmpty else { return false }
-        for end in 1..<parts.count where decide(Array(parts[0..<end]), isDirectory: true) { return true }
-        return decide(parts, isDirectory: isDirectory)
+        for end in 1..<parts.count where decide(parts[0..<end], isDirectory: true) { return true }
+        return decide(parts[...], isDirectory: isDirectory)
     }
 
     /// The rule for exactly this path (its parents already checked).
-    func decide(_ parts: [String], isDirectory: Bool) -> Bool {
+    func decide(_ parts: ArraySlice<String>, isDirectory: Bool) -> Bool {
         var ignored = false
         for p in patterns where (!p.directoryOnly || isDirectory) && ignored == p.negated {
-            let hit = p.basename.map { $0.matches(parts[parts.count - 1]) } ?? Self.match(p.components[...], parts[...])
+            let hit = p.basename.map { $0.matches(parts[parts.endIndex - 1]) } ?? Self.match(p.components[...], parts)
             if hit { ignored = !p.negated }
         }
         return ignored
@@ -116,12 +124,12 @@ public struct IgnoreRules: Sendable {
     /// The rule for one entry met while walking down from the folder: its parents were
     /// already found not ignored, so only the entry itself is tested.
     public func isIgnoredEntry(parent: [String], name: String, isDirectory: Bool) -> Bool {
-        decide(parent + [name], isDirectory: isDirectory)
+        decide((parent + [name])[...], isDirectory: isDirectory)
     }
 
-    static func match(_ pattern: ArraySlice<String>, _ path: ArraySlice<String>) -> Bool {
+    static func match(_ pattern: ArraySlice<NameMatcher?>, _ path: ArraySlice<String>) -> Bool {
         guard let first = pattern.first else { return path.isEmpty }
-        if first == "**" {
+        guard let first else {  // `**`: any number of components
             var rest = path
             while true {
                 if match(pattern.dropFirst(), rest) { return true }
@@ -129,7 +137,7 @@ public struct IgnoreRules: Sendable {
                 rest = rest.dropFirst()
             }
         }
-        guard let name = path.first, fnmatch(first, name, 0) == 0 else { return false }
+        guard let name = path.first, first.matches(name) else { return false }
         return match(pattern.dropFirst(), path.dropFirst())
     }
 
