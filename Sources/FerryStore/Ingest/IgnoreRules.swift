@@ -37,14 +37,8 @@ public struct IgnoreRules: Sendable {
             if tail.isEmpty { self = .prefix(head) } else if head.isEmpty { self = .suffix(tail) } else { self = .prefixSuffix(head, tail) }
         }
 
-        func matches(_ name: String) -> Bool {
-            if case .glob(let g) = self { return fnmatch(g, name, 0) == 0 }
-            // In place: a scan tests every file against every pattern, and a peer's revision
-            // is tested against the built-in rules and the folder's.
-            return name.utf8.withContiguousStorageIfAvailable { matches(bytes: $0) } ?? matches(bytes: Array(name.utf8))
-        }
-
-        private func matches(bytes n: some RandomAccessCollection<UInt8>) -> Bool {
+        /// True when the component `n` (its UTF-8 bytes) matches.
+        func matches(_ n: UnsafeBufferPointer<UInt8>) -> Bool {
             func head(_ p: [UInt8]) -> Bool { n.count >= p.count && n.prefix(p.count).elementsEqual(p) }
             func tail(_ s: [UInt8]) -> Bool { n.count >= s.count && n.suffix(s.count).elementsEqual(s) }
             switch self {
@@ -105,17 +99,41 @@ public struct IgnoreRules: Sendable {
 
     /// True when the `/`-separated relative path is ignored, or lies inside an ignored directory.
     public func isIgnored(_ relativePath: String, isDirectory: Bool) -> Bool {
-        let parts = relativePath.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard !parts.isEmpty else { return false }
-        for end in 1..<parts.count where decide(parts[0..<end], isDirectory: true) { return true }
-        return decide(parts[...], isDirectory: isDirectory)
+        // Read in place, components as byte ranges: a peer's revision is tested up to three
+        // times (the built-in rules as it arrives and as it is stored, the folder's rules).
+        relativePath.utf8.withContiguousStorageIfAvailable { isIgnored(Path($0), isDirectory: isDirectory) }
+            ?? Array(relativePath.utf8).withUnsafeBufferPointer { isIgnored(Path($0), isDirectory: isDirectory) }
     }
 
-    /// The rule for exactly this path (its parents already checked).
-    func decide(_ parts: ArraySlice<String>, isDirectory: Bool) -> Bool {
+    private func isIgnored(_ path: Path, isDirectory: Bool) -> Bool {
+        guard !path.parts.isEmpty else { return false }
+        for end in 1..<path.parts.count where decide(path, path.parts[0..<end], isDirectory: true) { return true }
+        return decide(path, path.parts[...], isDirectory: isDirectory)
+    }
+
+    /// A relative path's bytes and the range of each of its non-empty components.
+    struct Path {
+        let bytes: UnsafeBufferPointer<UInt8>
+        let parts: [Range<Int>]
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            self.bytes = bytes
+            var parts: [Range<Int>] = [], start = 0
+            for i in 0...bytes.count where i == bytes.count || bytes[i] == UInt8(ascii: "/") {
+                if i > start { parts.append(start..<i) }
+                start = i + 1
+            }
+            self.parts = parts
+        }
+
+        func name(_ part: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[part]) }
+    }
+
+    /// The rule for exactly the path made of `parts` (its parents already checked).
+    private func decide(_ path: Path, _ parts: ArraySlice<Range<Int>>, isDirectory: Bool) -> Bool {
         var ignored = false
         for p in patterns where (!p.directoryOnly || isDirectory) && ignored == p.negated {
-            let hit = p.basename.map { $0.matches(parts[parts.endIndex - 1]) } ?? Self.match(p.components[...], parts)
+            let hit = p.basename.map { $0.matches(path.name(parts[parts.endIndex - 1])) } ?? Self.match(p.components[...], path, parts)
             if hit { ignored = !p.negated }
         }
         return ignored
@@ -124,21 +142,24 @@ public struct IgnoreRules: Sendable {
     /// The rule for one entry met while walking down from the folder: its parents were
     /// already found not ignored, so only the entry itself is tested.
     public func isIgnoredEntry(parent: [String], name: String, isDirectory: Bool) -> Bool {
-        decide((parent + [name])[...], isDirectory: isDirectory)
+        Array((parent + [name]).joined(separator: "/").utf8).withUnsafeBufferPointer {
+            let path = Path($0)
+            return decide(path, path.parts[...], isDirectory: isDirectory)
+        }
     }
 
-    static func match(_ pattern: ArraySlice<NameMatcher?>, _ path: ArraySlice<String>) -> Bool {
-        guard let first = pattern.first else { return path.isEmpty }
+    private static func match(_ pattern: ArraySlice<NameMatcher?>, _ path: Path, _ parts: ArraySlice<Range<Int>>) -> Bool {
+        guard let first = pattern.first else { return parts.isEmpty }
         guard let first else {  // `**`: any number of components
-            var rest = path
+            var rest = parts
             while true {
-                if match(pattern.dropFirst(), rest) { return true }
+                if match(pattern.dropFirst(), path, rest) { return true }
                 if rest.isEmpty { return false }
                 rest = rest.dropFirst()
             }
         }
-        guard let name = path.first, first.matches(name) else { return false }
-        return match(pattern.dropFirst(), path.dropFirst())
+        guard let part = parts.first, first.matches(path.name(part)) else { return false }
+        return match(pattern.dropFirst(), path, parts.dropFirst())
     }
 
     /// `sed -i` writes `sedXXXXXX` (six random characters) beside the file, then renames it.
