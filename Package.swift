@@ -70,7 +70,7 @@ let package = Package(
         .executableTarget(name: "FerrySim", dependencies: ["FerrySimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTesting"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTesting"]),
-        .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol"]),
+        .testTarget(name: "FerryProtocolTests", dependencies: ["FerryCore", "FerryProtocol", "FerryTesting"]),
         .testTarget(name: "FerryNetTests", dependencies: ["FerryCore", "FerryProtocol", "FerryNet"]),
         .testTarget(name: "FerryReplicatorTests", dependencies: ["FerryCore", "FerryStore", "FerryProtocol", "FerryNet", "FerryReplicator", "FerryTesting"]),
         .testTarget(name: "FerryWatchTests", dependencies: ["FerryCore", "FerryStore", "FerryWatch", "FerryTesting",

@@ -1,5 +1,6 @@
 import Testing
 import FerryCore
+import FerryTesting
 @testable import FerryProtocol
 
 @Suite struct FrameCodecTests {
@@ -10,6 +11,36 @@ import FerryCore
     func roundTrip(_ request: Request, noReply: Bool = false) throws {
         let frame = Frame.request(number: 7, noReply: noReply, request)
         #expect(try FrameCodec.decode(FrameCodec.encode(frame)) { _ in nil } == frame)
+    }
+
+    /// The frames sent once per revision (a `rev` with a stored body, an `ok` answer) are
+    /// written straight into bytes: the same bytes as the general way, for ids, authors and
+    /// histories of every shape.
+    @Test func revAndOkFramesAreWrittenAsTheGeneralWayWritesThem() throws {
+        var g = SeededGenerator(seed: 11)
+        let names = ["a.json", "dir/sub/x.json", "quote\"d.json", "back\\slash.json", "caf\u{e9}.json", "\u{1F600}/e.json"]
+        let authors: [String?] = [nil, "ann@host", "q\"uo\\te@x", "\u{e9}l\u{e8}ve@\u{1F600}"]
+        // A root of another implementation's id length, and a leaf of another branch to merge.
+        let foreignRoot = try RevisionID("1-" + String(repeating: "ab", count: 20))
+        let otherLeaf = RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of([0xEE]))
+        for round in 0..<300 {
+            var chain: [RevisionID] = round % 5 == 0 ? [foreignRoot] : []
+            for _ in 0..<Int.random(in: 0...4, using: &g) {
+                chain.append(RevisionID.compute(parent: chain.last, deleted: false, body: BlobDigest.of([UInt8.random(in: 0...255, using: &g)])))
+            }
+            let rev = RevisionID.compute(parent: chain.last, deleted: false, body: BlobDigest.of([UInt8(round & 0xFF)]))
+            let history = Array(chain.reversed())
+            let merged = !history.isEmpty && Bool.random(using: &g) ? otherLeaf : nil
+            let body = JSONValue.object(["k": .int(round), "s": "x\"y"]).canonicalBytes
+            let frame = Frame.request(number: Int.random(in: 1...Int.max, using: &g), noReply: Bool.random(using: &g),
+                                      .rev(doc: try DocumentID(names.randomElement(using: &g)!), rev: rev, history: history,
+                                           sequence: Int.random(in: 0...1 << 40, using: &g), body: .canonicalJSON(CanonicalBody(body)),
+                                           merged: merged, author: authors.randomElement(using: &g)!))
+            #expect(FrameCodec.encode(frame) == FrameCodec.encodeAsTree(frame))
+            #expect(try FrameCodec.decode(FrameCodec.encode(frame)) { _ in nil } == frame)
+            let ok = Frame.response(to: Int.random(in: 1...Int.max, using: &g), .ok)
+            #expect(FrameCodec.encode(ok) == FrameCodec.encodeAsTree(ok))
+        }
     }
 
     @Test func everyRequestRoundTrips() throws {

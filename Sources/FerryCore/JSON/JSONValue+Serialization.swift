@@ -202,6 +202,11 @@ enum JSONWriter {
 }
 
 extension JSONValue {
+    /// Appends `text` as a JSON string, quoted and escaped as canonical JSON writes it.
+    package static func appendString(_ text: String, to out: inout [UInt8]) {
+        JSONWriter.writeString(text, into: &out)
+    }
+
     /// `prettyBytes` of the value whose canonical bytes are `canonical`, made from the bytes
     /// alone: canonical text has no whitespace, so pretty-printing only inserts newlines and
     /// indentation around its punctuation (outside strings), and a large body received from a
