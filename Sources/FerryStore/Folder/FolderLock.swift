@@ -11,12 +11,21 @@ public final class FolderLock: Sendable {
 
     /// Takes the lock or fails at once with `.locked`, naming the holder's pid.
     public init(path: String) throws(StoreError) {
+        // Taken before any stored property is set: a class whose initializer throws once it
+        // is fully initialized runs its deinit, which would close the descriptor a second
+        // time (by then perhaps another thread's file) and truncate through it.
+        fd = try Self.take(path)
         self.path = path
-        fd = try FileSystem.open(path, O_RDWR | O_CREAT, mode: 0o644)
+    }
+
+    /// Opens `path`, locks it and writes this process's pid into it; on failure closes it
+    /// and throws.
+    private static func take(_ path: String) throws(StoreError) -> Int32 {
+        let fd = try FileSystem.open(path, O_RDWR | O_CREAT, mode: 0o644)
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = errno
-            let holder = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
             close(fd)
+            let holder = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
             if e == EWOULDBLOCK {
                 let who = holder.isEmpty ? "another ferry process" : "another ferry process (pid \(holder))"
                 throw StoreError(.locked, "\(FileSystem.dirname(of: FileSystem.dirname(of: path))) is in use by \(who); stop it or let it do the work")
@@ -26,6 +35,7 @@ public final class FolderLock: Sendable {
         _ = ftruncate(fd, 0)
         let pid = Array("\(getpid())\n".utf8)
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return fd
     }
 
     /// The pid of the process holding the lock on `path`, or nil when none does. (It probes
