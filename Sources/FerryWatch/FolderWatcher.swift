@@ -254,7 +254,7 @@ public final class FolderWatcher: @unchecked Sendable {
                 watchByPath[dir] = wd
             }
             guard let entries = try? FileSystem.listDirectoryEntries(full) else { continue }
-            let parts = dir.split(separator: "/").map(String.init)
+            let parts = dir.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
             for (name, type) in entries {
                 let rel = join(dir, name)
                 if name == ".ferry" { continue }

@@ -130,6 +130,10 @@ import FerryTesting
         for dropping in [".samplelist.json.swp", "x.swx", "file~", ".#lock", "#auto#", "4913", "a.tmp", ".~lock.x.ods#", ".ferry-tmp-12ab"] {
             #expect(IgnoreRules().isIgnored(dropping, isDirectory: false), "\(dropping)")
         }
+        // A combining mark right after a slash: still two components (bytes, not Characters).
+        #expect(IgnoreRules().isIgnored(".git/\u{301}x", isDirectory: false))
+        #expect(IgnoreRules(ferryignore: "/docs/\u{301}x\n").isIgnored("docs/\u{301}x", isDirectory: false))
+        #expect(!IgnoreRules(ferryignore: "/docs/\u{301}x\n").isIgnored("a/docs/\u{301}x", isDirectory: false))
         #expect(IgnoreRules.isSedTemporary("sedAb12Z9"))
         #expect(!IgnoreRules.isSedTemporary("sediment.json"))
     }
@@ -145,13 +149,17 @@ import FerryTesting
                     var line = raw, negated = false, directoryOnly = false
                     if line.hasPrefix("!") { negated = true; line.removeFirst() }
                     if line.hasPrefix("\\") { line.removeFirst() }
-                    if line.hasSuffix("/") { directoryOnly = true; line.removeLast() }
-                    let anchored = line.contains("/")
-                    if line.hasPrefix("/") { line.removeFirst() }
-                    var parts = line.split(separator: "/").map(String.init)
+                    if line.utf8.last == 0x2F { directoryOnly = true; line = String(decoding: line.utf8.dropLast(), as: UTF8.self) }
+                    let anchored = line.utf8.contains(0x2F)
+                    if line.utf8.first == 0x2F { line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }
+                    var parts = Self.split(line)
                     if !anchored { parts.insert("**", at: 0) }
                     rules.append((parts, negated, directoryOnly))
                 }
+            }
+            /// Components by the byte "/" ("/" and a combining mark after it are one Character).
+            static func split(_ path: String) -> [String] {
+                path.utf8.split(separator: 0x2F).map { String(decoding: $0, as: UTF8.self) }
             }
             static func match(_ pattern: ArraySlice<String>, _ path: ArraySlice<String>) -> Bool {
                 guard let first = pattern.first else { return path.isEmpty }
@@ -162,7 +170,7 @@ import FerryTesting
                 return match(pattern.dropFirst(), path.dropFirst())
             }
             func ignored(_ path: String, isDirectory: Bool) -> Bool {
-                let parts = path.split(separator: "/").map(String.init)
+                let parts = Self.split(path)
                 for end in 1...parts.count {
                     var verdict = false
                     for r in rules where !r.directoryOnly || isDirectory || end < parts.count {
@@ -173,8 +181,10 @@ import FerryTesting
                 return false
             }
         }
-        let globs = ["*.bak", "a*", "*b", "a*b", "x?", "[ab]*", "\\#x", "**", "docs", "a", "b.json", "*.json", "*", ".*", "c*d*e"]
-        let names = ["a", "b", "ab", "a.bak", "b.json", "docs", "x1", "xy", "#x", ".hidden", "cde", "cxdxe", "aab", "\u{e9}.json"]
+        let globs = ["*.bak", "a*", "*b", "a*b", "x?", "[ab]*", "\\#x", "**", "docs", "a", "b.json", "*.json", "*", ".*", "c*d*e",
+                     "\u{301}x", "\u{301}*"]
+        let names = ["a", "b", "ab", "a.bak", "b.json", "docs", "x1", "xy", "#x", ".hidden", "cde", "cxdxe", "aab", "\u{e9}.json",
+                     "\u{301}x", "\u{301}b"]
         var g = SeededGenerator(seed: 7)
         for _ in 0..<300 {
             var lines: [String] = []
@@ -190,7 +200,7 @@ import FerryTesting
                 let path = (0..<Int.random(in: 1...4, using: &g)).map { _ in names.randomElement(using: &g)! }.joined(separator: "/")
                 let isDirectory = Bool.random(using: &g)
                 #expect(fast.isIgnored(path, isDirectory: isDirectory) == plain.ignored(path, isDirectory: isDirectory), "\(lines) \(path)")
-                let parts = path.split(separator: "/").map(String.init)
+                let parts = Plain.split(path)
                 if !(1..<parts.count).contains(where: { plain.ignored(parts[0..<$0].joined(separator: "/"), isDirectory: true) }) {
                     #expect(fast.isIgnoredEntry(parent: Array(parts.dropLast()), name: parts.last!, isDirectory: isDirectory)
                             == plain.ignored(path, isDirectory: isDirectory), "\(lines) \(path)")

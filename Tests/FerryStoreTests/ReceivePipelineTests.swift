@@ -111,6 +111,16 @@ import FerryTesting
         #expect((try? outcome.get().count) == 1)
         #expect(await shared.perform { $0.heldBack[blocked.incoming.doc] } == "blocked is a file here, not a directory")
         #expect(FileManager.default.contents(atPath: root + "/blocked") == Data("not a directory".utf8))
+        // Under a symbolic link to a directory outside the folder, with a combining mark right
+        // after the slash ("/" and U+0301 are one Swift Character, so splitting the id into
+        // Characters would find no directory above the name): held back, nothing written there.
+        let outside = try TestFolder()
+        #expect(symlink(outside.root, root + "/linked") == 0)
+        let linked = remote(try DocumentID("linked/\u{301}x.json"), .object(["v": .int(5)]), shared)
+        #expect((try? await shared.applyRemote([linked])[0].get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[linked.incoming.doc] } == "linked is a symbolic link, which ferry does not follow")
+        #expect(try FileSystem.listDirectory(outside.root).filter { $0 != ".ferry" }.isEmpty)
+        #expect(FolderStore.nameRefusal(try DocumentID(".git/\u{301}x")) != nil)
         // A body prepared for a connection that closed before storing it.
         let dropped = remote(try DocumentID("c.json"), .object(["v": .int(4)]), shared)
         shared.discard(dropped.jsonBody!)

@@ -77,20 +77,20 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
                 return c != 0 ? c < 0 : pa.count < pb.count
             }
         }
-        if let ordered, let ordered { return ordered }
+        if case .some(.some(let ordered)) = ordered { return ordered }
         return lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
     }
 
     /// Equality by UTF-8 bytes (Swift's `String ==` would equate NFC and NFD forms).
     public static func == (lhs: DocumentID, rhs: DocumentID) -> Bool {
-        // The bytes are read in place: `withUTF8` is mutating, and the copy it needs costs
-        // a retain and a release per comparison, half of a dictionary lookup's time.
+        // The bytes are read in place: `withUTF8` is mutating, and the copy it needs costs a
+        // retain and a release per comparison (docs/performance.md, fourteenth part).
         let equal = lhs.rawValue.utf8.withContiguousStorageIfAvailable { pa in
             rhs.rawValue.utf8.withContiguousStorageIfAvailable { pb in
                 pa.count == pb.count && (pa.count == 0 || memcmp(pa.baseAddress!, pb.baseAddress!, pa.count) == 0)
             }
         }
-        if let equal, let equal { return equal }
+        if case .some(.some(let equal)) = equal { return equal }
         return lhs.rawValue.utf8.elementsEqual(rhs.rawValue.utf8)
     }
 

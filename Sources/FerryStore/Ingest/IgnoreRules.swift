@@ -86,12 +86,18 @@ public struct IgnoreRules: Sendable {
         var negated = false
         if line.hasPrefix("!") { negated = true; line.removeFirst() }
         if line.hasPrefix("\\") { line.removeFirst() }
+        // Slashes are found as bytes, as in the paths matched: "/" followed by a combining
+        // mark is one Swift Character, which `split(separator: "/")` would not split.
+        let slash = UInt8(ascii: "/")
         var directoryOnly = false
-        if line.hasSuffix("/") { directoryOnly = true; line.removeLast() }
-        let anchored = line.contains("/")
-        if line.hasPrefix("/") { line.removeFirst() }
+        if line.utf8.last == slash { directoryOnly = true; line = String(decoding: line.utf8.dropLast(), as: UTF8.self) }
+        let anchored = line.utf8.contains(slash)
+        if line.utf8.first == slash { line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }
         if line.isEmpty { return }
-        var components: [NameMatcher?] = line.split(separator: "/", omittingEmptySubsequences: true).map { $0 == "**" ? nil : NameMatcher(String($0)) }
+        var components: [NameMatcher?] = line.utf8.split(separator: slash).map {
+            let component = String(decoding: $0, as: UTF8.self)
+            return component == "**" ? nil : NameMatcher(component)
+        }
         let basename = !anchored && components.count == 1 ? components[0] : nil
         if !anchored { components.insert(nil, at: 0) }
         patterns.append(Pattern(components: components, negated: negated, directoryOnly: directoryOnly, basename: basename))
@@ -111,8 +117,9 @@ public struct IgnoreRules: Sendable {
         return decide(path, path.parts[...], isDirectory: isDirectory)
     }
 
-    /// A relative path's bytes and the range of each of its non-empty components.
-    struct Path {
+    /// A relative path's bytes and the range of each of its non-empty components (valid only
+    /// inside the closure that lent the bytes).
+    private struct Path {
         let bytes: UnsafeBufferPointer<UInt8>
         let parts: [Range<Int>]
 
