@@ -151,7 +151,7 @@ public struct IgnoreRules: Sendable {
     public func isIgnoredEntry(parent: [String], name: String, isDirectory: Bool) -> Bool {
         Array((parent + [name]).joined(separator: "/").utf8).withUnsafeBufferPointer {
             let path = Path($0)
-            return decide(path, path.parts[...], isDirectory: isDirectory)
+            return !path.parts.isEmpty && decide(path, path.parts[...], isDirectory: isDirectory)
         }
     }
 
