@@ -278,7 +278,7 @@ public final class FolderWatcher: @unchecked Sendable {
     }
 
     private func removeWatches(under relative: String) {
-        for (path, wd) in watchByPath where path == relative || path.hasPrefix(relative + "/") {
+        for (path, wd) in watchByPath where path == relative || path.utf8.starts(with: (relative + "/").utf8) {
             inotify_rm_watch(fd, wd)
             watchByPath[path] = nil
             pathByWatch[wd] = nil
@@ -286,8 +286,9 @@ public final class FolderWatcher: @unchecked Sendable {
     }
 
     private func renameWatches(from old: String, to new: String) {
-        for (path, wd) in watchByPath where path == old || path.hasPrefix(old + "/") {
-            let moved = new + path.dropFirst(old.count)
+        // Prefixes compared as bytes: "/" and a combining mark after it are one Character.
+        for (path, wd) in watchByPath where path == old || path.utf8.starts(with: (old + "/").utf8) {
+            let moved = new + String(decoding: path.utf8.dropFirst(old.utf8.count), as: UTF8.self)
             watchByPath[path] = nil
             watchByPath[moved] = wd
             pathByWatch[wd] = moved

@@ -53,7 +53,7 @@ public final class Indexer {
             return recorded
         case .directoryGone(let dir):
             var recorded: [LogEntry] = []
-            for doc in store.index.liveDocuments where doc.rawValue.hasPrefix(dir + "/") {
+            for doc in store.index.liveDocuments where doc.rawValue.utf8.starts(with: (dir + "/").utf8) {
                 recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded

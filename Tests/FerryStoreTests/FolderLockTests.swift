@@ -22,7 +22,8 @@ import FerryTesting
         let opener = Thread {
             for _ in 0..<2_000_000 {
                 if state.lock.withLock({ state.stop }) { break }
-                let fd = open(scratch, O_RDONLY | O_CLOEXEC)
+                // Read-write, so that a truncate through a stray descriptor would take effect.
+                let fd = open(scratch, O_RDWR | O_CLOEXEC)
                 guard fd >= 0 else { state.lock.withLock { state.problems.append("open: errno \(errno)") }; break }
                 var st = stat()
                 var byte: UInt8 = 0
@@ -34,14 +35,18 @@ import FerryTesting
             }
         }
         opener.start()
-        for _ in 0..<3_000 {
+        // At least 3,000 refusals while the other thread works 1,000 rounds (bounded: 30 s).
+        let deadline = Date().addingTimeInterval(30)
+        var refused = 0
+        while refused < 3_000 || state.lock.withLock({ state.rounds }) < 1_000, Date() < deadline, !opener.isFinished {
             #expect(throws: StoreError.self) { _ = try FolderLock(path: lockPath) }
+            refused += 1
         }
         state.lock.withLock { state.stop = true }
         while !opener.isFinished { usleep(1_000) }
         let (problems, rounds) = state.lock.withLock { (state.problems, state.rounds) }
         #expect(problems.count == 0, "\(problems.count) problems, first: \(problems.prefix(3))")
-        #expect(rounds > 1_000)
+        #expect(rounds >= 1_000 && refused >= 3_000, "\(rounds) rounds, \(refused) refusals")
         #expect(try Data(contentsOf: URL(fileURLWithPath: scratch)).count == 4096)
         // The holder's pid is still in the lock file, for the next refusal's message.
         #expect(FolderLock.holder(path: lockPath) == getpid())

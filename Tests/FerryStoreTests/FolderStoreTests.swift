@@ -134,6 +134,12 @@ import FerryTesting
         #expect(IgnoreRules().isIgnored(".git/\u{301}x", isDirectory: false))
         #expect(IgnoreRules(ferryignore: "/docs/\u{301}x\n").isIgnored("docs/\u{301}x", isDirectory: false))
         #expect(!IgnoreRules(ferryignore: "/docs/\u{301}x\n").isIgnored("a/docs/\u{301}x", isDirectory: false))
+        // A .ferryignore saved with CRLF line endings ("\r\n" is one Swift Character).
+        let crlf = IgnoreRules(ferryignore: "build/\r\n*.log\r\n!keep.log\r\n# note\r\n")
+        #expect(crlf.isIgnored("build/out.o", isDirectory: false) && crlf.isIgnored("a.log", isDirectory: false))
+        #expect(!crlf.isIgnored("keep.log", isDirectory: false) && !crlf.isIgnored("# note", isDirectory: false))
+        // "!" before a combining mark still negates (read as bytes).
+        #expect(!IgnoreRules(ferryignore: "*\n!\u{301}x\n").isIgnored("\u{301}x", isDirectory: false))
         #expect(IgnoreRules.isSedTemporary("sedAb12Z9"))
         #expect(!IgnoreRules.isSedTemporary("sediment.json"))
     }
@@ -147,8 +153,8 @@ import FerryTesting
             init(_ lines: [String]) {
                 for raw in IgnoreRules.builtIn + lines {
                     var line = raw, negated = false, directoryOnly = false
-                    if line.hasPrefix("!") { negated = true; line.removeFirst() }
-                    if line.hasPrefix("\\") { line.removeFirst() }
+                    if line.utf8.first == 0x21 { negated = true; line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }
+                    if line.utf8.first == 0x5C { line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }
                     if line.utf8.last == 0x2F { directoryOnly = true; line = String(decoding: line.utf8.dropLast(), as: UTF8.self) }
                     let anchored = line.utf8.contains(0x2F)
                     if line.utf8.first == 0x2F { line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }

@@ -30,7 +30,7 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// a NUL byte or another control character, lies under a `.ferry/` directory, is too long, or is not NFC.
     public init(_ rawValue: String) throws(InvalidError) {
         // Loops over the bytes rather than `split`, `contains(where:)` and `allSatisfy`: every
-        // file a scan finds and every log line passes here (a tenth of a 100,000-document
+        // file a scan finds and every log line passes here (a large share of a big folder's
         // `status`). The checks and their order, and so the reason given, are as listed above.
         var text = rawValue
         let problem: String? = text.withUTF8 { bytes in
@@ -96,8 +96,11 @@ public struct DocumentID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Hashes the UTF-8 bytes, consistent with `==`.
     public func hash(into hasher: inout Hasher) {
-        let hashed = rawValue.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        if hashed == nil { Array(rawValue.utf8).withUnsafeBytes { hasher.combine(bytes: $0) } }
+        let hashed = rawValue.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            return true
+        } ?? false
+        if !hashed { Array(rawValue.utf8).withUnsafeBytes { hasher.combine(bytes: $0) } }
     }
 }
 

@@ -69,7 +69,11 @@ public struct IgnoreRules: Sendable {
     /// The built-in rules followed by the lines of a `.ferryignore` text.
     public init(ferryignore: String = "") {
         for line in Self.builtIn { add(line) }
-        for line in ferryignore.split(separator: "\n", omittingEmptySubsequences: false) { add(String(line)) }
+        // Lines end at the byte "\n": "\r\n" is one Swift Character, which a split at "\n"
+        // would not split, and a file saved with CRLF endings would be one line of no use.
+        for line in ferryignore.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            add(String(decoding: line, as: UTF8.self))
+        }
     }
 
     /// Loads `.ferryignore` from a folder (missing file: built-ins only).
@@ -79,13 +83,16 @@ public struct IgnoreRules: Sendable {
     }
 
     private mutating func add(_ raw: String) {
-        var line = raw
-        if line.hasSuffix("\r") { line.removeLast() }
-        while line.hasSuffix(" ") && !line.hasSuffix("\\ ") { line.removeLast() }
-        if line.isEmpty || line.hasPrefix("#") { return }
+        // Read as bytes throughout, like the paths matched: a mark combining with a line's
+        // first or last character would otherwise hide a "#", "!", "\\", "\r" or space.
+        var bytes = Array(raw.utf8)
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        while bytes.last == UInt8(ascii: " ") && !(bytes.count >= 2 && bytes[bytes.count - 2] == UInt8(ascii: "\\")) { bytes.removeLast() }
+        if bytes.isEmpty || bytes.first == UInt8(ascii: "#") { return }
         var negated = false
-        if line.hasPrefix("!") { negated = true; line.removeFirst() }
-        if line.hasPrefix("\\") { line.removeFirst() }
+        if bytes.first == UInt8(ascii: "!") { negated = true; bytes.removeFirst() }
+        if bytes.first == UInt8(ascii: "\\") { bytes.removeFirst() }
+        var line = String(decoding: bytes, as: UTF8.self)
         // Slashes are found as bytes, as in the paths matched: "/" followed by a combining
         // mark is one Swift Character, which `split(separator: "/")` would not split.
         let slash = UInt8(ascii: "/")
