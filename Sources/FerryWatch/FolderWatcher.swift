@@ -254,7 +254,7 @@ public final class FolderWatcher: @unchecked Sendable {
                 watchByPath[dir] = wd
             }
             guard let entries = try? FileSystem.listDirectoryEntries(full) else { continue }
-            let parts = dir.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+            let parts = FileSystem.components(of: dir)
             for (name, type) in entries {
                 let rel = join(dir, name)
                 if name == ".ferry" { continue }
@@ -278,7 +278,7 @@ public final class FolderWatcher: @unchecked Sendable {
     }
 
     private func removeWatches(under relative: String) {
-        for (path, wd) in watchByPath where path == relative || path.utf8.starts(with: (relative + "/").utf8) {
+        for (path, wd) in watchByPath where path == relative || FileSystem.isBelow(path, directory: relative) {
             inotify_rm_watch(fd, wd)
             watchByPath[path] = nil
             pathByWatch[wd] = nil
@@ -286,8 +286,7 @@ public final class FolderWatcher: @unchecked Sendable {
     }
 
     private func renameWatches(from old: String, to new: String) {
-        // Prefixes compared as bytes: "/" and a combining mark after it are one Character.
-        for (path, wd) in watchByPath where path == old || path.utf8.starts(with: (old + "/").utf8) {
+        for (path, wd) in watchByPath where path == old || FileSystem.isBelow(path, directory: old) {
             let moved = new + String(decoding: path.utf8.dropFirst(old.utf8.count), as: UTF8.self)
             watchByPath[path] = nil
             watchByPath[moved] = wd

@@ -53,7 +53,7 @@ public final class Indexer {
             return recorded
         case .directoryGone(let dir):
             var recorded: [LogEntry] = []
-            for doc in store.index.liveDocuments where doc.rawValue.utf8.starts(with: (dir + "/").utf8) {
+            for doc in store.index.liveDocuments where FileSystem.isBelow(doc.rawValue, directory: dir) {
                 recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded

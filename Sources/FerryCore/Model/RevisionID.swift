@@ -78,6 +78,13 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// `generation-digest`.
     public var description: String { "\(generation)-\(digest)" }
 
+    /// Appends `description`'s bytes to `out` (no String made).
+    public func appendText(to out: inout [UInt8]) {
+        out += String(generation).utf8
+        out.append(UInt8(ascii: "-"))
+        packed.appendText(to: &out)
+    }
+
 
     /// Higher generation first decides; then the digest's text. ("The greater rev id".)
     public static func < (lhs: RevisionID, rhs: RevisionID) -> Bool {

@@ -42,9 +42,7 @@ public enum FrameCodec {
         }
         func revText(_ id: RevisionID) {
             out.append(UInt8(ascii: "\""))
-            out += String(id.generation).utf8
-            out.append(UInt8(ascii: "-"))
-            id.packed.appendText(to: &out)
+            id.appendText(to: &out)
             out.append(UInt8(ascii: "\""))
         }
         if let author { key("author"); JSONValue.appendString(author, to: &out) }

@@ -309,6 +309,19 @@ public enum FileSystem {
         return String(path[..<slash])
     }
 
+    /// The non-empty components of a `/`-separated path, split at every byte `/` as the kernel
+    /// splits a path (a `/` followed by a combining mark is one Swift `Character`, which
+    /// `split(separator: "/")` would not split).
+    public static func components(of path: String) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether `path` lies below `directory` (both relative, `/`-separated), compared as bytes
+    /// for the same reason.
+    public static func isBelow(_ path: String, directory: String) -> Bool {
+        path.utf8.starts(with: (directory + "/").utf8)
+    }
+
     /// The last component of a `/`-separated path.
     public static func basename(of path: String) -> String {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }

@@ -76,7 +76,7 @@ public struct FolderScanner {
     public func scan(relativeDirectory: String = "", sorted: Bool = true) throws(StoreError) -> (found: [Found], skipped: [Skipped]) {
         var found: [Found] = []
         var skipped: [Skipped] = []
-        let parts = relativeDirectory.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+        let parts = FileSystem.components(of: relativeDirectory)
         var rootStat = stat()
         var above: Set<DirectoryIdentity> = []
         if lstat(root, &rootStat) == 0 { above.insert(DirectoryIdentity(rootStat)) }

@@ -92,19 +92,13 @@ public struct IgnoreRules: Sendable {
         var negated = false
         if bytes.first == UInt8(ascii: "!") { negated = true; bytes.removeFirst() }
         if bytes.first == UInt8(ascii: "\\") { bytes.removeFirst() }
-        var line = String(decoding: bytes, as: UTF8.self)
-        // Slashes are found as bytes, as in the paths matched: "/" followed by a combining
-        // mark is one Swift Character, which `split(separator: "/")` would not split.
         let slash = UInt8(ascii: "/")
         var directoryOnly = false
-        if line.utf8.last == slash { directoryOnly = true; line = String(decoding: line.utf8.dropLast(), as: UTF8.self) }
-        let anchored = line.utf8.contains(slash)
-        if line.utf8.first == slash { line = String(decoding: line.utf8.dropFirst(), as: UTF8.self) }
-        if line.isEmpty { return }
-        var components: [NameMatcher?] = line.utf8.split(separator: slash).map {
-            let component = String(decoding: $0, as: UTF8.self)
-            return component == "**" ? nil : NameMatcher(component)
-        }
+        if bytes.last == slash { directoryOnly = true; bytes.removeLast() }
+        let anchored = bytes.contains(slash)
+        if bytes.first == slash { bytes.removeFirst() }
+        if bytes.isEmpty { return }
+        var components: [NameMatcher?] = FileSystem.components(of: String(decoding: bytes, as: UTF8.self)).map { $0 == "**" ? nil : NameMatcher($0) }
         let basename = !anchored && components.count == 1 ? components[0] : nil
         if !anchored { components.insert(nil, at: 0) }
         patterns.append(Pattern(components: components, negated: negated, directoryOnly: directoryOnly, basename: basename))
