@@ -279,10 +279,16 @@ extension PeerSession {
         await drainOnce()
     }
 
+    /// Most revisions the store takes in one group: a ferry sender's batch. A group that took
+    /// every revision waiting (up to three batches) would answer them all at once, after the
+    /// flushes of all of them, and the sender would wait that long for its oldest batch's
+    /// answers before sending more.
+    static let mostRevisionsPerGroup = changesBatchSize
+
     private func drainOnce() async {
         while !inbox.isEmpty {
-            let group = inbox
-            inbox.removeAll()
+            let group = Array(inbox.prefix(Self.mostRevisionsPerGroup))
+            inbox.removeFirst(group.count)
             let results = await shared.applyRemote(group.map(\.revision))
             for (item, result) in zip(group, results) {
                 switch item.then {

@@ -7,9 +7,11 @@ import Logging
 extension PeerSession {
     /// Most entries per `changes` message this side sends.
     static let changesBatchSize = 500
-    /// Most batches whose revisions are unanswered: the peer stores one while the next
-    /// arrives, and never waits for this side between them.
-    static let batchesUnanswered = 2
+    /// Most batches whose revisions are unanswered: the peer makes one durable, has the next
+    /// at hand, and receives the third meanwhile, so its store never waits for this side (with
+    /// two, the third was sent only once the first was answered, after its flushes, and both
+    /// ends idled while they ran).
+    static let batchesUnanswered = 3
     /// Revisions read from the store at once while announcing (see `changesPage`).
     static let changesPageSize = 10 * changesBatchSize
 
@@ -75,7 +77,7 @@ extension PeerSession {
             // Batches overlap: the next batch is announced before this one's revisions go out
             // (the peer answers it while it stores them, so its revisions follow these
             // without a pause), and this one's go out before the previous one's answers are
-            // in; the answers to the batch before that are awaited first
+            // in; the answers to the oldest batch are awaited before a fourth goes out
             // (`batchesUnanswered`).
             var pageFrom: Int? = from
             var page: [RecordedRevision] = [], start = 0
