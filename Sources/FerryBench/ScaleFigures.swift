@@ -178,7 +178,7 @@ func saveByRename(_ text: Data, as name: String, in folder: String) throws -> UI
         // The large pull's yardstick is the median of three small pulls, as in the main
         // figures: one pull's time varies with the kernel's file work (docs/performance.md).
         let (smallListener, smallURL) = try AgentChild.listener(smallSource, tls: true)
-        let (smallRuns, _) = try pulls(from: smallURL, serving: smallSource, trust: ["--accept-self-signed", "-q"]) { work + "/scale-small-copy-\($0)" }
+        let (smallRuns, _) = try pulls(from: smallURL, serving: smallSource, trust: ["--accept-self-signed"]) { work + "/scale-small-copy-\($0)" }
         smallListener.stop()
         let largeSync = try initialSync(from: largeSource, into: work + "/scale-large-copy")
         let largeRsync = try rsync(largeSource, work + "/scale-large-rsync", ["--exclude", ".ferry"], warming: true)

@@ -10,8 +10,8 @@ import FerryTesting
 
 /// How a sender paces a pass of several `changes` batches: the next batch is announced before
 /// this one's revisions go out (the receiver answers it while it stores them), revisions leave
-/// in bursts without waiting for each write, and no more than two batches' revisions are
-/// unanswered at any time.
+/// in bursts without waiting for each write, and no more than `batchesUnanswered` batches'
+/// revisions are unanswered at any time.
 @Suite struct PipelinedSendingTests {
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -33,7 +33,15 @@ import FerryTesting
         }
     }
 
-    @Test func batchesOverlapAndAtMostTwoAreUnanswered() async throws {
+    /// What a ferry sender may have unanswered at once (three batches of revisions, two
+    /// `changes`, a `subChanges`, a checkpoint request, every blob fetch) stays within what a
+    /// receiver admits: a window raised past it would get the sender's connection closed.
+    @Test func theSendersWindowFitsTheReceiversRequestBudget() {
+        let most = PeerSession.batchesUnanswered * PeerSession.changesBatchSize + 2 + 1 + 1 + RequestBudget.maxFetches
+        #expect(most < RequestBudget.maxRequests, "a sender may have \(most) requests unanswered; a receiver admits \(RequestBudget.maxRequests)")
+    }
+
+    @Test func batchesOverlapAndAtMostTheWindowIsUnanswered() async throws {
         let tmp = TemporaryDirectory()
         let source = SharedStore(try FolderStore.create(at: tmp.appending("source"), name: "many"))
         let target = SharedStore(try FolderStore.create(at: tmp.appending("target"), name: "many"))

@@ -283,11 +283,11 @@ extension PeerSession {
     /// every revision waiting (up to three batches) would answer them all at once, after the
     /// flushes of all of them, and the sender would wait that long for its oldest batch's
     /// answers before sending more.
-    static let mostRevisionsPerGroup = changesBatchSize
+    static let maxRevisionsPerGroup = changesBatchSize
 
     private func drainOnce() async {
         while !inbox.isEmpty {
-            let group = Array(inbox.prefix(Self.mostRevisionsPerGroup))
+            let group = Array(inbox.prefix(Self.maxRevisionsPerGroup))
             inbox.removeFirst(group.count)
             let results = await shared.applyRemote(group.map(\.revision))
             for (item, result) in zip(group, results) {

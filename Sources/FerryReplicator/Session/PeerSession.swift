@@ -8,8 +8,8 @@ import Logging
 /// channel's business. It reads the channel in one loop (answers and blob bytes go to whoever
 /// waits for them) and serves the peer's requests in child tasks, so a request that itself waits for the peer (a `rev`
 /// that needs `getAttachment`) never blocks the loop. Revisions from the peer are applied in
-/// groups by one drain task: all that arrived while the previous group was being made durable
-/// share the next group's fsyncs.
+/// groups by one drain task: what arrived while the previous group was being made durable, up
+/// to `maxRevisionsPerGroup`, shares the next group's fsyncs.
 public actor PeerSession {
     let channel: ReplicationChannel
     let shared: SharedStore

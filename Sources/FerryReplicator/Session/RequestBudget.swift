@@ -1,7 +1,8 @@
 /// What a peer's requests may hold on this side at once. The socket is read only while the
 /// session's transport inbox has room; these bounds cover what leaves that inbox:
 /// - requests being handled (answered or not yet): past `maxRequests` the peer is cut off
-///   (a ferry pusher keeps three `changes` batches of revisions unanswered, 1,500 at most);
+///   (a ferry pusher keeps at most three `changes` batches of revisions, 1,500 `rev`s, and two
+///   `changes` unanswered);
 /// - bytes of received revisions queued for the store: above `maxQueuedRevisionBytes` the
 ///   session stops reading until the store has taken some (it needs nothing from the peer
 ///   to do so, so waiting cannot deadlock);
