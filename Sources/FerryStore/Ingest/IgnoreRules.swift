@@ -68,11 +68,11 @@ public struct IgnoreRules: Sendable {
 
     /// The built-in rules followed by the lines of a `.ferryignore` text.
     public init(ferryignore: String = "") {
-        for line in Self.builtIn { add(line) }
+        for line in Self.builtIn { add(line.utf8) }
         // Lines end at the byte "\n": "\r\n" is one Swift Character, which a split at "\n"
         // would not split, and a file saved with CRLF endings would be one line of no use.
         for line in ferryignore.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            add(String(decoding: line, as: UTF8.self))
+            add(line)
         }
     }
 
@@ -82,10 +82,10 @@ public struct IgnoreRules: Sendable {
         return IgnoreRules(ferryignore: text)
     }
 
-    private mutating func add(_ raw: String) {
+    private mutating func add(_ raw: some Collection<UInt8>) {
         // Read as bytes throughout, like the paths matched: a mark combining with a line's
         // first or last character would otherwise hide a "#", "!", "\\", "\r" or space.
-        var bytes = Array(raw.utf8)
+        var bytes = Array(raw)
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         while bytes.last == UInt8(ascii: " ") && !(bytes.count >= 2 && bytes[bytes.count - 2] == UInt8(ascii: "\\")) { bytes.removeLast() }
         if bytes.isEmpty || bytes.first == UInt8(ascii: "#") { return }
