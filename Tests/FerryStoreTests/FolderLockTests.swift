@@ -53,4 +53,48 @@ import FerryTesting
         #expect(String(decoding: try Data(contentsOf: URL(fileURLWithPath: lockPath)), as: UTF8.self) == "\(getpid())\n")
         withExtendedLifetime(held) {}
     }
+
+    /// `holder` probes with a shared lock held for an instant: a process taking the lock in
+    /// that instant (an agent starting while `ferry status` looks) must not be refused, and
+    /// `holder` never names anyone but the holder while the lock is taken and let go.
+    @Test func probingTheHolderNeverMakesTakingTheLockFail() throws {
+        let dir = TemporaryDirectory()
+        let lockPath = dir.path + "/lock"
+        final class Seen: @unchecked Sendable {
+            let lock = NSLock()
+            var stop = false, probes = 0, wrong: [Int32] = []
+        }
+        let seen = Seen()
+        let prober = Thread {
+            for _ in 0..<10_000_000 {
+                if seen.lock.withLock({ seen.stop }) { break }
+                let pid = FolderLock.holder(path: lockPath)
+                seen.lock.withLock {
+                    seen.probes += 1
+                    if let pid, pid != getpid() { seen.wrong.append(pid) }
+                }
+            }
+        }
+        prober.start()
+        // At least 2,000 takes while the prober has looked 2,000 times (bounded: 30 s).
+        let deadline = Date().addingTimeInterval(30)
+        var attempts = 0
+        var refusals: [String] = []
+        while attempts < 2_000 || seen.lock.withLock({ seen.probes }) < 2_000, Date() < deadline, !prober.isFinished {
+            attempts += 1
+            do {
+                let lock = try FolderLock(path: lockPath)
+                withExtendedLifetime(lock) {}
+            } catch {
+                refusals.append("\(error)")
+            }
+        }
+        seen.lock.withLock { seen.stop = true }
+        while !prober.isFinished { usleep(1_000) }
+        let (probes, wrong) = seen.lock.withLock { (seen.probes, seen.wrong) }
+        #expect(refusals.count == 0, "\(refusals.count) of \(attempts) refused, first: \(refusals.prefix(1))")
+        #expect(wrong.count == 0, "holder named \(wrong.count) others, first: \(wrong.prefix(3))")
+        #expect(attempts >= 2_000 && probes >= 2_000, "\(attempts) attempts, \(probes) probes")
+        #expect(FolderLock.holder(path: lockPath) == nil)
+    }
 }

@@ -22,34 +22,72 @@ public final class FolderLock: Sendable {
     /// and throws.
     private static func take(_ path: String) throws(StoreError) -> Int32 {
         let fd = try FileSystem.open(path, O_RDWR | O_CREAT, mode: 0o644)
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        var tries = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = errno
+            // A refusal with no live holder named in the file is `holder`'s probe (a shared
+            // lock held for an instant) or a holder between taking the lock and writing its
+            // pid, or letting go: look again, a few times, before saying the folder is in use.
+            if tries < maxRetries, e == EINTR || (e == EWOULDBLOCK && !isAlive(pidWritten(fd))) {
+                tries += 1
+                usleep(retryMicroseconds)
+                continue
+            }
+            let holder = pidWritten(fd)
             close(fd)
-            let holder = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
             if e == EWOULDBLOCK {
-                let who = holder.isEmpty ? "another ferry process" : "another ferry process (pid \(holder))"
+                let who = holder.map { "another ferry process (pid \($0))" } ?? "another ferry process"
                 throw StoreError(.locked, "\(FileSystem.dirname(of: FileSystem.dirname(of: path))) is in use by \(who); stop it or let it do the work")
             }
             throw StoreError.system("cannot lock", path: path, errno: e)
         }
-        _ = ftruncate(fd, 0)
+        // The pid first, then the length: a reader never finds the file empty while it is held
+        // (a killed holder's longer pid may trail for an instant, after the first line).
         let pid = Array("\(getpid())\n".utf8)
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        _ = ftruncate(fd, off_t(pid.count))
         return fd
     }
 
-    /// The pid of the process holding the lock on `path`, or nil when none does. (It probes
-    /// with a shared lock released at once, so it never waits.)
+    /// Times a refused lock is tried again when no live process is named in the file.
+    static let maxRetries = 20
+    /// The pause between those tries.
+    static let retryMicroseconds: UInt32 = 1_000
+
+    /// The pid on the first line of the lock file open at `fd`, or nil when there is none.
+    private static func pidWritten(_ fd: Int32) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 24)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        let line = bytes[0..<n].prefix { $0 != UInt8(ascii: "\n") }
+        guard let pid = Int32(String(decoding: line, as: UTF8.self)), pid > 0 else { return nil }
+        return pid
+    }
+
+    /// True when a process with this pid exists (here or, unseen, in another pid namespace).
+    private static func isAlive(_ pid: Int32?) -> Bool {
+        guard let pid else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    /// The pid of the process holding the lock on `path`, or nil when none does; 0 when one
+    /// does but has not named itself. It probes with a shared lock released at once, so it
+    /// never waits (a process taking the lock in that instant tries again: `take`).
     public static func holder(path: String) -> Int32? {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
-            flock(fd, LOCK_UN)
-            return nil
+        // Between taking the lock and writing its pid (or clearing it and letting go) the
+        // holder's file names no one: look again, a few times.
+        for _ in 0...maxRetries {
+            if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+                flock(fd, LOCK_UN)
+                return nil
+            }
+            if let pid = pidWritten(fd) { return pid }
+            usleep(retryMicroseconds)
         }
-        let text = (try? FileSystem.readFile(path)).map { String(decoding: $0, as: UTF8.self).trimmingWhitespace() } ?? ""
-        return Int32(text) ?? 0
+        return 0
     }
 
     deinit {
