@@ -57,7 +57,7 @@ import Glibc
     }
 
     /// A pack line that does not hash to its revision's digest is damage: `verify` names it,
-    /// and reading it fails rather than returning another body.
+    /// and reading it (or taking it to send) fails rather than returning another body.
     @Test func aDamagedLineIsFoundByVerifyAndNeverReadAsABody() throws {
         let f = try TestFolder()
         let doc = try f.doc("a.json")
@@ -69,6 +69,8 @@ import Glibc
         #expect(!report.isClean)
         #expect(report.corruptObjects.count == 1 && report.corruptObjects[0].path.contains("00000001.jsonl"))
         #expect(throws: StoreError.self) { try reader.jsonBody(of: try #require(reader.current(doc)), doc: doc) }
+        // Nor sent to a peer: the line is hashed once, as it is read.
+        #expect(reader.verifiedBody(of: try #require(reader.current(doc)), doc: doc) == nil)
         unlink(pack)
         #expect(try FolderStore.open(at: f.root, writable: false).verify().missingObjects.count == 1)
     }

@@ -129,6 +129,47 @@ import FerryTesting
         #expect(!FileManager.default.fileExists(atPath: root + "/c.json"))
     }
 
+    /// A group of a peer's revisions looks up each directory above its documents once; the
+    /// next group looks again: a directory swapped for a link between two groups holds the
+    /// second group's document back, and nothing is written where the link leads.
+    @Test func eachGroupLooksAgainAtTheDirectoriesAboveItsDocuments() async throws {
+        let f = try TestFolder()
+        let root = f.root
+        let shared = SharedStore(f.store)
+        try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: false)
+        let first = (0..<3).map { remote(try! DocumentID("sub/\($0).json"), .object(["v": .int($0)]), shared) }
+        #expect(await shared.applyRemote(first).allSatisfy { (try? $0.get().count) == 1 })
+        #expect(try FileSystem.listDirectory(root + "/sub").sorted() == ["0.json", "1.json", "2.json"])
+        // Its body written beside the document while "sub" was a directory; then the user swaps
+        // it for a link to a folder outside, before the group that stores it.
+        let late = remote(try DocumentID("sub/late.json"), .object(["v": .int(9)]), shared)
+        let outside = try TestFolder()
+        #expect(rename(root + "/sub", root + "/sub-moved") == 0)
+        #expect(symlink(outside.root, root + "/sub") == 0)
+        #expect((try? await shared.applyRemote([late])[0].get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[late.incoming.doc] } == "sub is a symbolic link, which ferry does not follow")
+        #expect(try FileSystem.listDirectory(outside.root).filter { $0 != ".ferry" }.isEmpty)
+    }
+
+    /// `placementProblem` with a set of directories already found does not look at those
+    /// again (a group's documents share them) and adds the ones it finds; without one it
+    /// looks every time.
+    @Test func knownDirectoriesAreNotLookedUpAgain() throws {
+        let f = try TestFolder()
+        let layout = f.store.layout
+        try FileManager.default.createDirectory(atPath: f.root + "/a/b", withIntermediateDirectories: true)
+        var known: Set<String>? = []
+        #expect(layout.placementProblem(of: "a/b/c.json", knownDirectories: &known) == nil)
+        #expect(known == ["a", "a/b"])
+        try FileManager.default.removeItem(atPath: f.root + "/a/b")
+        #expect(symlink("/", f.root + "/a/b") == 0)
+        #expect(layout.placementProblem(of: "a/b/d.json", knownDirectories: &known) == nil)
+        #expect(layout.placementProblem(of: "a/b/d.json") == "a/b is a symbolic link, which ferry does not follow")
+        var none: Set<String>?
+        #expect(layout.placementProblem(of: "a/b/d.json", knownDirectories: &none) == "a/b is a symbolic link, which ferry does not follow")
+        #expect(none == nil)
+    }
+
     @Test func aFileTheUserCreatesWhileARevisionArrivesIsMergedWithIt() async throws {
         let f = try TestFolder()
         let root = f.root

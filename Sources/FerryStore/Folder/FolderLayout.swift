@@ -43,8 +43,16 @@ public struct FolderLayout: Sendable {
     /// directories above it (inside the folder) is a symbolic link, which ferry never follows
     /// (it could lead outside the folder), or is not a directory (a file of that name is
     /// here). Directories that do not exist yet are no problem: ferry makes them. Checked
-    /// with `lstat` right before each read or write of a document's file (docs/security.md).
+    /// with `lstat` right before each read or write of a document's file (in a batch, once
+    /// per directory between flushes: docs/security.md).
     public func placementProblem(of doc: String) -> String? {
+        var none: Set<String>?
+        return placementProblem(of: doc, knownDirectories: &none)
+    }
+
+    /// `placementProblem(of:)` that does not look again at the directories in `known`, found
+    /// to be directories by an earlier look, and adds those it finds (nil: remembers none).
+    func placementProblem(of doc: String, knownDirectories known: inout Set<String>?) -> String? {
         let bytes = doc.utf8
         var next = bytes.startIndex
         // Each directory's path is a prefix of the id: no splitting (every revision a peer
@@ -52,10 +60,11 @@ public struct FolderLayout: Sendable {
         while let slash = bytes[next...].firstIndex(of: UInt8(ascii: "/")) {
             next = bytes.index(after: slash)
             let relative = doc[..<slash]
+            if known?.contains(String(relative)) == true { continue }
             var st = stat()
             guard lstat(root + "/" + relative, &st) == 0 else { return nil }
             switch st.st_mode & S_IFMT {
-            case S_IFDIR: continue
+            case S_IFDIR: known?.insert(String(relative))
             case S_IFLNK: return "\(relative) is a symbolic link, which ferry does not follow"
             default: return "\(relative) is a file here, not a directory"
             }

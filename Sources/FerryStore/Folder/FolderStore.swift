@@ -44,6 +44,10 @@ public final class FolderStore {
     /// Whether the open batch has looked at `.ferryignore` since its last flush: a peer's
     /// revision is never written over a path this folder ignored at that look.
     var ignoreCheckedInBatch = false
+    /// Directories above documents found to be directories since the open batch's last flush
+    /// (nil outside a batch): a group of a peer's revisions looks each up once, not once per
+    /// document. It renames its files only after its last look, as before.
+    var directoriesFoundInBatch: Set<String>?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
     /// What each large JSON file held when this store last read or wrote it.
@@ -252,12 +256,11 @@ public final class FolderStore {
 
     /// `body(of:doc:)` when its bytes hash to the revision's object (nil otherwise, or when it
     /// cannot be read): what may be sent to a peer. The last large body this store wrote is
-    /// taken from memory, hashed when it was written.
+    /// taken from memory, hashed when it was written; a packed one is hashed once, as it is read.
     public func verifiedBody(of node: RevisionNode, doc: DocumentID) -> [UInt8]? {
         guard let object = node.object else { return nil }
         if let recent = objects.lastLargeBody, recent.digest == object { return recent.bytes }
-        guard let bytes = try? body(of: node, doc: doc), BlobDigest.of(bytes) == object else { return nil }
-        return bytes
+        return try? objects.verifiedRead(object, packedAt: node.pack, size: node.size)
     }
 
     /// A JSON document's body at a revision.
@@ -286,6 +289,7 @@ public final class FolderStore {
         defer {
             objects.batch = nil
             ignoreCheckedInBatch = false
+            directoriesFoundInBatch = nil
             batchFlushThreshold = nil
             objects.packs.forgetUnlogged()
         }
@@ -316,6 +320,7 @@ public final class FolderStore {
 
     func flushBatch() throws(StoreError) {
         ignoreCheckedInBatch = false
+        directoriesFoundInBatch = nil
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
         objects.packs.logged(pendingEntries.lazy.compactMap(\.object))

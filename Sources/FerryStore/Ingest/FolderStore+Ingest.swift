@@ -66,7 +66,8 @@ extension FolderStore {
                                read: inout FileFingerprint?) throws(StoreError) -> IngestOutcome {
         read = nil
         let path = layout.path(of: doc.rawValue)
-        if let why = layout.placementProblem(of: doc.rawValue) {
+        if objects.batch != nil && directoriesFoundInBatch == nil { directoriesFoundInBatch = [] }
+        if let why = layout.placementProblem(of: doc.rawValue, knownDirectories: &directoriesFoundInBatch) {
             // Never read through a link or past a file: what is there is not this document,
             // and its absence is not a deletion anyone made.
             heldBack[doc] = why

@@ -229,6 +229,16 @@ public final class ObjectStore {
         return try packs.read(location, size: size, digest: digest)
     }
 
+    /// `read(_:packedAt:size:)`, checked against `digest`: a packed body is checked as its line
+    /// is read (`BodyPacks.read`), an object's file is hashed here.
+    public func verifiedRead(_ digest: BlobDigest, packedAt location: PackLocation?, size: Int) throws(StoreError) -> [UInt8] {
+        if let location { return try packs.read(location, size: size, digest: digest) }
+        let bytes = try read(digest)
+        let actual = BlobDigest.of(bytes)
+        guard actual == digest else { throw StoreError(.corrupt, "object \(digest) hashes to \(actual)") }
+        return bytes
+    }
+
     /// Opens an object for streaming.
     public func open(_ digest: BlobDigest) throws(StoreError) -> Int32 {
         do {
