@@ -151,6 +151,49 @@ import FerryTesting
         #expect(try FileSystem.listDirectory(outside.root).filter { $0 != ".ferry" }.isEmpty)
     }
 
+    /// Only a peer's group remembers the directories it found: a scan (whose batch may last
+    /// minutes) looks every time, and a group looks again before it takes a missing file for
+    /// a deletion. Here "sub" is swapped for a link to a folder outside in the middle of each.
+    @Test func onlyAPeersGroupRemembersDirectoriesAndNeverForADeletion() throws {
+        let f = try TestFolder()
+        let root = f.root, store = f.store
+        let outside = try TestFolder()
+        try Data("{\"outside\": true}\n".utf8).write(to: URL(fileURLWithPath: outside.root + "/c.json"))
+        func swapForALink() throws {
+            #expect(rename(root + "/sub", root + "/sub-moved-\(UInt64.random(in: 0...UInt64.max))") == 0)
+            #expect(symlink(outside.root, root + "/sub") == 0)
+        }
+        func makeSub(_ names: [String]) throws {
+            try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: false)
+            for name in names { try Data("{\"n\": \"\(name)\"}\n".utf8).write(to: URL(fileURLWithPath: root + "/sub/" + name)) }
+        }
+        // A scan's batch: the file beyond the link is not read.
+        try makeSub(["a.json"])
+        let scanned = try store.batch { () throws -> (IngestOutcome, IngestOutcome) in
+            let first = try store.ingest(try DocumentID("sub/a.json"))
+            try swapForALink()
+            return (first, try store.ingest(try DocumentID("sub/c.json")))
+        }
+        #expect(scanned.1 == .notRegular("sub is a symbolic link, which ferry does not follow"), "\(scanned)")
+        let a = try DocumentID("sub/a.json"), c = try DocumentID("sub/c.json")
+        #expect(store.current(a) != nil && store.current(c) == nil)
+        // A peer's group (as `SharedStore.applyRemote` runs it): a live document whose file
+        // the link hides is held back, not deleted.
+        unlink(root + "/sub")
+        try makeSub(["a.json", "b.json"])
+        for name in ["a.json", "b.json"] { try store.ingest(try DocumentID("sub/" + name)) }
+        let b = try DocumentID("sub/b.json")
+        let live = try #require(store.current(b))
+        let grouped = try store.batch { () throws -> IngestOutcome in
+            store.directoriesFoundInBatch = []
+            #expect(try store.ingest(try DocumentID("sub/a.json")) == .unchanged)
+            try swapForALink()
+            return try store.ingest(b)
+        }
+        #expect(grouped == .notRegular("sub is a symbolic link, which ferry does not follow"))
+        #expect(store.current(b)?.rev == live.rev && store.current(b)?.deleted == false)
+    }
+
     /// `placementProblem` with a set of directories already found does not look at those
     /// again (a group's documents share them) and adds the ones it finds; without one it
     /// looks every time.

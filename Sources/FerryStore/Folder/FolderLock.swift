@@ -25,12 +25,18 @@ public final class FolderLock: Sendable {
         var tries = 0
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = errno
-            // A refusal with no live holder named in the file is `holder`'s probe (a shared
-            // lock held for an instant) or a holder between taking the lock and writing its
-            // pid, or letting go: look again, a few times, before saying the folder is in use.
-            if tries < maxRetries, e == EINTR || (e == EWOULDBLOCK && !isAlive(pidWritten(fd))) {
+            if e == EINTR, tries < maxRetries {
                 tries += 1
-                usleep(retryMicroseconds)
+                continue
+            }
+            // `holder`'s probe holds a shared lock for an instant (whatever pid a killed
+            // holder left in the file), and a holder between taking the lock and writing its
+            // pid, or emptying the file and letting go, names no live process: look again, a
+            // few times at once, and while no live process is named for up to 100 ms.
+            let named = isAlive(pidWritten(fd))
+            if e == EWOULDBLOCK, tries < (named ? quickRetries : maxRetries) {
+                tries += 1
+                usleep(named ? quickRetryMicroseconds : retryMicroseconds)
                 continue
             }
             let holder = pidWritten(fd)
@@ -41,30 +47,36 @@ public final class FolderLock: Sendable {
             }
             throw StoreError.system("cannot lock", path: path, errno: e)
         }
-        // The pid first, then the length: a reader never finds the file empty while it is held
-        // (a killed holder's longer pid may trail for an instant, after the first line).
+        // Emptied first, then the pid appended: a reader finds no pid (and looks again) or the
+        // whole line, never this pid's first digits over what a killed holder left.
+        _ = ftruncate(fd, 0)
         let pid = Array("\(getpid())\n".utf8)
         _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        _ = ftruncate(fd, off_t(pid.count))
         return fd
     }
 
     /// Times a refused lock is tried again when no live process is named in the file.
-    static let maxRetries = 20
+    static let maxRetries = 100
     /// The pause between those tries.
     static let retryMicroseconds: UInt32 = 1_000
+    /// Times a refused lock is tried again when the file names a live process (a probe may
+    /// have been in the way all the same).
+    static let quickRetries = 10
+    /// The pause between those tries.
+    static let quickRetryMicroseconds: UInt32 = 100
 
     /// The pid on the first line of the lock file open at `fd`, or nil when there is none.
     private static func pidWritten(_ fd: Int32) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 24)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return nil }
-        let line = bytes[0..<n].prefix { $0 != UInt8(ascii: "\n") }
-        guard let pid = Int32(String(decoding: line, as: UTF8.self)), pid > 0 else { return nil }
+        // A line is whole only with its newline.
+        guard let newline = bytes[0..<n].firstIndex(of: UInt8(ascii: "\n")),
+              let pid = Int32(String(decoding: bytes[0..<newline], as: UTF8.self)), pid > 0 else { return nil }
         return pid
     }
 
-    /// True when a process with this pid exists (here or, unseen, in another pid namespace).
+    /// True when a process with this pid exists (`EPERM`: one of another user's).
     private static func isAlive(_ pid: Int32?) -> Bool {
         guard let pid else { return false }
         return kill(pid, 0) == 0 || errno == EPERM
@@ -77,17 +89,18 @@ public final class FolderLock: Sendable {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        // Between taking the lock and writing its pid (or clearing it and letting go) the
-        // holder's file names no one: look again, a few times.
-        for _ in 0...maxRetries {
+        // Between taking the lock and writing its pid (or emptying the file and letting go)
+        // the holder's file names no one, or the process a killed holder left there: look
+        // again while no live process is named, for up to 100 ms.
+        for _ in 0..<maxRetries {
             if flock(fd, LOCK_SH | LOCK_NB) == 0 {
                 flock(fd, LOCK_UN)
                 return nil
             }
-            if let pid = pidWritten(fd) { return pid }
+            if let pid = pidWritten(fd), isAlive(pid) { return pid }
             usleep(retryMicroseconds)
         }
-        return 0
+        return pidWritten(fd) ?? 0
     }
 
     deinit {

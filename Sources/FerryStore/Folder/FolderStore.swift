@@ -44,9 +44,10 @@ public final class FolderStore {
     /// Whether the open batch has looked at `.ferryignore` since its last flush: a peer's
     /// revision is never written over a path this folder ignored at that look.
     var ignoreCheckedInBatch = false
-    /// Directories above documents found to be directories since the open batch's last flush
-    /// (nil outside a batch): a group of a peer's revisions looks each up once, not once per
-    /// document. It renames its files only after its last look, as before.
+    /// Directories above documents found to be directories since the last flush of a group
+    /// of a peer's revisions (`SharedStore.applyRemote` sets it; nil otherwise, so a scan,
+    /// which may take minutes, looks every time): the group looks each up once, not once per
+    /// document, within the tens of milliseconds before it renames its files.
     var directoriesFoundInBatch: Set<String>?
     /// Fingerprints of files as last recorded (writers only; saved by `saveStatCache`).
     public internal(set) var statCache = StatCache()
@@ -320,7 +321,7 @@ public final class FolderStore {
 
     func flushBatch() throws(StoreError) {
         ignoreCheckedInBatch = false
-        directoriesFoundInBatch = nil
+        if directoriesFoundInBatch != nil { directoriesFoundInBatch = [] }
         try objects.batch?.commit(install: installBatchedFile)
         try log.append(pendingEntries)
         objects.packs.logged(pendingEntries.lazy.compactMap(\.object))

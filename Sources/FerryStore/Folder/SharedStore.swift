@@ -140,6 +140,8 @@ public actor SharedStore {
         defer { fetchedBlobs.remove(fetched) }
         do {
             try store.batch {
+                // A group looks up each directory above its documents once (until a flush).
+                store.directoriesFoundInBatch = []
                 for (digest, temp) in fetched { try store.objects.adopt(temp: temp, as: digest) }
                 for (i, remote) in revisions.enumerated() {
                     do {

@@ -66,7 +66,6 @@ extension FolderStore {
                                read: inout FileFingerprint?) throws(StoreError) -> IngestOutcome {
         read = nil
         let path = layout.path(of: doc.rawValue)
-        if objects.batch != nil && directoriesFoundInBatch == nil { directoriesFoundInBatch = [] }
         if let why = layout.placementProblem(of: doc.rawValue, knownDirectories: &directoriesFoundInBatch) {
             // Never read through a link or past a file: what is there is not this document,
             // and its absence is not a deletion anyone made.
@@ -83,6 +82,12 @@ extension FolderStore {
             unreadable[doc] = nil
             // Only a file that should be there (it held a live revision) can be away for a moment.
             let held = fileRevision(doc).flatMap { index[doc]?.nodes[$0] }
+            // The group's look at the directories above may be milliseconds old: one swapped
+            // for a link since hides the file, which is no deletion. Look again before any.
+            if directoriesFoundInBatch != nil, let held, !held.deleted, let why = layout.placementProblem(of: doc.rawValue) {
+                heldBack[doc] = why
+                return .notRegular(why)
+            }
             if whenMissing == .wait, let held, !held.deleted { return .missing }
             forgetWhatTheFileHeld(doc)
             return .deleted(try recordMissing(doc))

@@ -231,7 +231,7 @@ public final class ObjectStore {
 
     /// `read(_:packedAt:size:)`, checked against `digest`: a packed body is checked as its line
     /// is read (`BodyPacks.read`), an object's file is hashed here.
-    public func verifiedRead(_ digest: BlobDigest, packedAt location: PackLocation?, size: Int) throws(StoreError) -> [UInt8] {
+    func verifiedRead(_ digest: BlobDigest, packedAt location: PackLocation?, size: Int) throws(StoreError) -> [UInt8] {
         if let location { return try packs.read(location, size: size, digest: digest) }
         let bytes = try read(digest)
         let actual = BlobDigest.of(bytes)
