@@ -43,8 +43,8 @@ public struct FolderLayout: Sendable {
     /// directories above it (inside the folder) is a symbolic link, which ferry never follows
     /// (it could lead outside the folder), or is not a directory (a file of that name is
     /// here). Directories that do not exist yet are no problem: ferry makes them. Checked
-    /// with `lstat` right before each read or write of a document's file (in a batch, once
-    /// per directory between flushes: docs/security.md).
+    /// with `lstat` right before each read or write of a document's file (a group of a peer's
+    /// revisions looks once per directory between flushes: docs/security.md).
     public func placementProblem(of doc: String) -> String? {
         var none: Set<String>?
         return placementProblem(of: doc, knownDirectories: &none)

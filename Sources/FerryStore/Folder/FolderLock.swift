@@ -109,15 +109,3 @@ public final class FolderLock: Sendable {
         close(fd)
     }
 }
-
-extension String {
-    /// The string without leading and trailing ASCII whitespace.
-    func trimmingWhitespace() -> String {
-        let bytes = Array(utf8)
-        var start = 0
-        var end = bytes.count
-        while start < end, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[start]) { start += 1 }
-        while end > start, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[end - 1]) { end -= 1 }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
-    }
-}
