@@ -33,13 +33,13 @@ public final class FolderLock: Sendable {
             // holder left in the file), and a holder between taking the lock and writing its
             // pid, or emptying the file and letting go, names no live process: look again, a
             // few times at once, and while no live process is named for up to 100 ms.
-            let named = isAlive(pidWritten(fd))
+            let holder = pidWritten(fd)
+            let named = isAlive(holder)
             if e == EWOULDBLOCK, tries < (named ? quickRetries : maxRetries) {
                 tries += 1
                 usleep(named ? quickRetryMicroseconds : retryMicroseconds)
                 continue
             }
-            let holder = pidWritten(fd)
             close(fd)
             if e == EWOULDBLOCK {
                 let who = holder.map { "another ferry process (pid \($0))" } ?? "another ferry process"
