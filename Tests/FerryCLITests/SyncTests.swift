@@ -27,6 +27,25 @@ import Testing
 
     func lineCount(_ folder: String) -> Int { RevisionLogReader.lines(folder).count }
 
+    /// The sequence of the last line in `folder`'s log (-1 if none).
+    func lastSequence(_ folder: String) -> Int {
+        let log = (try? String(contentsOfFile: folder + "/.ferry/revs.log", encoding: .utf8)) ?? ""
+        let last = log.split(separator: "\n").last.map { Data($0.utf8) } ?? Data()
+        return ((try? JSONSerialization.jsonObject(with: last)) as? [String: Any])?["seq"] as? Int ?? -1
+    }
+
+    /// The push checkpoint of `replicator`'s folder as the listener's folder keeps it: its
+    /// revision (one more per save) and the replicator's sequence it covers.
+    func pushCheckpoint(of replicator: String, on listener: String) -> (rev: Int, local: Int)? {
+        guard let info = FileManager.default.contents(atPath: replicator + "/.ferry/folder.json"),
+              let id = ((try? JSONSerialization.jsonObject(with: info)) as? [String: Any])?["id"] as? String else { return nil }
+        let file = listener + "/.ferry/checkpoints/" + Hex.encode(Array("push:\(id)".utf8)) + ".json"
+        guard let data = FileManager.default.contents(atPath: file),
+              let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+              let rev = json["rev"] as? Int, let local = json["local"] as? Int else { return nil }
+        return (rev, local)
+    }
+
     /// Visible `.json` files of `folder` that do not parse (a partial write would show here).
     func unparseableDocuments(_ folder: String) -> [String] {
         FolderComparison.files(folder).filter { path in
@@ -414,6 +433,9 @@ import Testing
             let sentBefore = try #require(replicator.replication()?["revisions_sent"] as? Int)
             let receivedBefore = try #require(replicator.replication()?["revisions_received"] as? Int)
             let linesA = lineCount(a)
+            // The push checkpoint is saved once the replication has paused (`DeferredCheckpoint`).
+            let lastB = lastSequence(b)
+            #expect(eventually { pushCheckpoint(of: b, on: a)?.local == lastB }, "\(String(describing: pushCheckpoint(of: b, on: a))), last \(lastB)")
 
             listener.stop()
             var offline: [String: Any] = [:]
@@ -434,6 +456,42 @@ import Testing
             #expect(after["revisions_received"] as? Int == receivedBefore, "\(after)")
             #expect(lineCount(a) == linesA + 1)
             #expect((after["connections"] as? Int ?? 0) >= 2)
+            replicator.stop()
+            listener.stop()
+        }
+    }
+
+    /// A continuous replication saves its checkpoint once a burst of edits is over, not as
+    /// they go out: twenty edits a tenth of a second apart cost one save on the listener (two
+    /// if the burst outlasts `DeferredCheckpoint.longest` on a slow machine), and the saved
+    /// checkpoint covers the last of them.
+    @Test(arguments: SyncTests.wires) func aBurstOfEditsIsCheckpointedOnceItIsOver(wire: String) async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let a = tmp.appending("a"), b = tmp.appending("b")
+            try initFolder(a)
+            try initFolder(b)
+            try tmp.write("b/burst.json", #"{"n": 0}"#)
+            let listener = try serve(a)
+            let url = try #require(listener.url)
+            let replicator = try peer(b, with: url, wire: wire)
+            func pushed() -> (rev: Int, local: Int)? { pushCheckpoint(of: b, on: a) }
+            func lastSequence() -> Int { self.lastSequence(b) }
+            #expect(eventually { pushed()?.local == lastSequence() }, "the first sync's checkpoint: \(String(describing: pushed()))")
+            let before = try #require(pushed())
+            for n in 1...20 {
+                try tmp.write("b/burst.json", "{\"n\": \(n)}")
+                let arrived = eventually(5) {
+                    let data = FileManager.default.contents(atPath: a + "/burst.json") ?? Data()
+                    return ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["n"] as? Int == n
+                }
+                #expect(arrived, "edit \(n)")
+                usleep(100_000)
+            }
+            let last = lastSequence()
+            #expect(eventually { pushed()?.local == last }, "after the burst: \(String(describing: pushed())), last sequence \(last)")
+            let after = try #require(pushed())
+            #expect(after.rev - before.rev <= 2, "\(after.rev - before.rev) checkpoint saves for a burst of 20 edits")
             replicator.stop()
             listener.stop()
         }

@@ -103,8 +103,8 @@ extension PeerSession {
     }
 
     /// The pull: `subChanges` from the checkpoint, then the peer's `changes` and `rev`s are
-    /// served by the loop; each "caught up" saves the checkpoint (at most once a second while
-    /// continuous, and always at the end of a one-shot pull).
+    /// served by the loop; its progress is saved at the end of a one-shot pull, and after a
+    /// pause while continuous (`DeferredCheckpoint`).
     func pull(continuous: Bool, docIDs: [DocumentID]?) async throws {
         let client = "pull:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
         var (peerRev, saved) = try await readCheckpoint(client)
@@ -122,14 +122,17 @@ extension PeerSession {
             update { $0.revisionsOffered += count }
         }
         update { $0.pullSubscribed = true }
-        var lastSave = ContinuousClock.now - .seconds(10)
+        if continuous { deferredCheckpoints[client] = DeferredCheckpoint(peerRev: peerRev, saved: saved) }
+        defer { if continuous { endDeferredCheckpoint(client) } }
         for await reached in caughtUp {
-            if reached > saved.remote && (!continuous || ContinuousClock.now - lastSave >= .seconds(1)) {
-                saved.remote = reached
-                peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
-                lastSave = .now
+            guard continuous else {
+                if reached > saved.remote {
+                    saved.remote = reached
+                    peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
+                }
+                return
             }
-            if !continuous { return }
+            advanceDeferredCheckpoint(client) { $0.remote = max($0.remote, reached) }
         }
         throw ReplicationError(endReason)
     }
@@ -138,13 +141,43 @@ extension PeerSession {
     func push(continuous: Bool, docIDs: [DocumentID]?) async throws {
         let client = "push:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
         var (peerRev, saved) = try await readCheckpoint(client)
-        var lastSave = ContinuousClock.now - .seconds(10)
+        if continuous { deferredCheckpoints[client] = DeferredCheckpoint(peerRev: peerRev, saved: saved) }
+        defer { if continuous { endDeferredCheckpoint(client) } }
         try await streamChanges(since: saved.local, continuous: continuous, docIDs: docIDs.map(Set.init)) { reached in
-            guard reached > saved.local, !continuous || ContinuousClock.now - lastSave >= .seconds(1) else { return }
-            saved.local = reached
-            peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
-            lastSave = .now
+            guard continuous else {
+                guard reached > saved.local else { return }
+                saved.local = reached
+                peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
+                return
+            }
+            advanceDeferredCheckpoint(client) { $0.local = max($0.local, reached) }
         }
+    }
+
+    /// Takes a continuous replication's progress and (re)arms its checkpoint's save.
+    func advanceDeferredCheckpoint(_ client: String, _ change: (inout Checkpoint) -> Void) {
+        guard var entry = deferredCheckpoints[client], let due = entry.advance(at: .now, change) else { return }
+        entry.timer?.cancel()
+        entry.timer = Task { [weak self] in
+            do { try await Task.sleep(until: due) } catch { return }
+            await self?.saveDeferredCheckpoint(client)
+        }
+        deferredCheckpoints[client] = entry
+    }
+
+    /// Saves what a continuous replication has reached, once its wait is over.
+    func saveDeferredCheckpoint(_ client: String) async {
+        guard var entry = deferredCheckpoints[client], let checkpoint = entry.beginSave() else { return }
+        deferredCheckpoints[client] = entry
+        // A failed save (the connection is going) leaves the progress to the next one.
+        let rev: String?? = try? await saveCheckpoint(client, peerRev: entry.peerRev, checkpoint)
+        guard deferredCheckpoints[client]?.endSave(of: checkpoint, peerRev: rev) == true else { return }
+        advanceDeferredCheckpoint(client) { _ in }
+    }
+
+    /// Ends a continuous replication's checkpoint: a save still waiting is dropped.
+    func endDeferredCheckpoint(_ client: String) {
+        deferredCheckpoints.removeValue(forKey: client)?.timer?.cancel()
     }
 
     /// A filtered replication keeps its own checkpoints: a short digest of its document list.

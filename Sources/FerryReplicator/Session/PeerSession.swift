@@ -38,6 +38,8 @@ public actor PeerSession {
     /// Revisions this connection delivered, not announced back to it (echo cancellation bound
     /// to the connection, not to the peer id it claims, which any peer could claim).
     var receivedHere = ReceivedHere()
+    /// A continuous replication's checkpoints waiting to be saved, by client id.
+    var deferredCheckpoints: [String: DeferredCheckpoint] = [:]
     var closed = false
     /// Set while the first sync with a peer checks that the folders are related (a dry pull).
     var relatedness: RelatednessProbe?
