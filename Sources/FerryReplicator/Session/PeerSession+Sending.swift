@@ -63,10 +63,18 @@ extension PeerSession {
         var cursor = since
         let updates = continuous ? await shared.sequenceUpdates() : nil
         var waiter = updates?.makeAsyncIterator()
+        // Whether the peer has been told "caught up" since the last revision announced: a pass
+        // that announces nothing (the log grew by revisions this connection delivered) need
+        // not tell it again, which spares the peer a message and its store a look per edit.
+        var caughtUpTold = false
         while !closed {
             let from = cursor
-            let (total, passEnd) = await shared.perform { store in
-                (store.changeCount(since: from, docIDs: docIDs), store.index.lastSeq)
+            // The count, the pass's end and its first page in one call on the store's thread
+            // (a pass after one edit needs no other).
+            let (total, passEnd, firstPage) = await shared.perform { store in
+                let end = store.index.lastSeq
+                return (store.changeCount(since: from, docIDs: docIDs), end,
+                        store.changesPage(since: from, through: end, limit: Self.changesPageSize, docIDs: docIDs))
             }
             // This side's own count: its progress total (the peer's, on a pull it serves, came
             // with the answer to `subChanges`).
@@ -79,8 +87,8 @@ extension PeerSession {
             // without a pause), and this one's go out before the previous one's answers are
             // in; the answers to the oldest batch are awaited before a fourth goes out
             // (`batchesUnanswered`).
-            var pageFrom: Int? = from
-            var page: [RecordedRevision] = [], start = 0
+            var (page, pageFrom) = firstPage
+            var start = 0
             var unanswered: [[SentRevision]] = []
             var current: AnnouncedBatch?
             repeat {
@@ -99,6 +107,7 @@ extension PeerSession {
                     let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
                     if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
                     guard !toAnnounce.isEmpty else { continue }
+                    caughtUpTold = false
                     update { $0.pushCaughtUp = false }
                     next = try await announce(Array(toAnnounce))
                 }
@@ -110,7 +119,10 @@ extension PeerSession {
             } while current != nil
             for sent in unanswered { try await collectAnswers(sent) }
             cursor = max(cursor, passEnd)
-            try await notify(.changes([]))
+            if !caughtUpTold {
+                try await notify(.changes([]))
+                caughtUpTold = true
+            }
             update { $0.pushCaughtUp = true }
             try await caughtUp(cursor)
             guard continuous else { return }
