@@ -3,8 +3,8 @@ import Testing
 import FerryCore
 import FerryTesting
 
-/// Timestamps written digit by digit, and document ids compared and hashed by their bytes in
-/// place, give what the plain ways give.
+/// Timestamps written digit by digit, document ids compared and hashed by their bytes in
+/// place, and hex digits unpacked from words, give what the plain ways give.
 struct TimestampAndIDTests {
     @Test func aTimestampIsRFC3339WithMillisecondsForAnyTime() {
         #expect(Timestamp.format(seconds: 0, milliseconds: 0) == "1970-01-01T00:00:00.000Z")
@@ -40,5 +40,18 @@ struct TimestampAndIDTests {
         var table: [DocumentID: Int] = [:]
         for (i, id) in ids.enumerated() { table[id] = i }
         #expect(table.count == names.count && table[copy] == 4)
+    }
+
+    @Test func packedHexGivesBackItsDigitsForEveryLength() {
+        var generator = SeededGenerator(seed: 21)
+        for length in 1...64 {
+            let text = String((0..<length).map { _ in "0123456789abcdef".randomElement(using: &generator)! })
+            let packed = text.utf8.withContiguousStorageIfAvailable { PackedHex(ascii: $0) } ?? nil
+            #expect(packed?.text == text, "\(length) digits")
+            // Appended after what the array holds already.
+            var out = Array("x:".utf8)
+            packed?.appendText(to: &out)
+            #expect(out == Array(("x:" + text).utf8))
+        }
     }
 }

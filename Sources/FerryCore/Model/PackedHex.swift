@@ -61,11 +61,20 @@ public struct PackedHex: Hashable, Sendable, Comparable {
     }
 
     /// Appends the hex text's bytes to `out` (no String made: a stat cache of 100,000 lines).
+    /// The digits are written into a buffer on the stack and appended at once: appending them
+    /// one by one checked the array's capacity and uniqueness per digit, a visible cost where
+    /// every log line and frame carries two or three of them.
     public func appendText(to out: inout [UInt8]) {
-        for i in 0..<Int(count) {
-            let word = i < 16 ? w0 : i < 32 ? w1 : i < 48 ? w2 : w3
-            let nibble = UInt8((word >> UInt64(60 - (i % 16) * 4)) & 0xF)
-            out.append(nibble < 10 ? 0x30 + nibble : 0x57 + nibble)
+        let n = Int(count)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digits in
+            var word = w0
+            for i in 0..<n {
+                if i & 15 == 0 { word = i == 0 ? w0 : i == 16 ? w1 : i == 32 ? w2 : w3 }
+                let nibble = UInt8(truncatingIfNeeded: word >> 60)
+                word <<= 4
+                digits[i] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[..<n]))
         }
     }
 
