@@ -11,8 +11,10 @@ import FerryTesting
 /// that finds only revisions the connection itself delivered (which are not announced back)
 /// says nothing, so an edit costs its receiver one message fewer, and its store no look.
 @Suite struct CaughtUpTests {
+    /// Sessions log nothing.
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
+    /// Edits both ways, each followed by the echo pass on its receiver: counted `changes` frames.
     @Test func aPassThatAnnouncesNothingDoesNotSayCaughtUpAgain() async throws {
         let tmp = TemporaryDirectory()
         let here = SharedStore(try FolderStore.create(at: tmp.appending("here"), name: "db"))
@@ -37,6 +39,7 @@ import FerryTesting
             try await Task.sleep(for: .milliseconds(200))
             return await condition()
         }
+        /// Whether `store` has recorded `doc`.
         func has(_ store: SharedStore, _ doc: String) async -> Bool {
             await store.perform { s in s.index.trees[try! DocumentID(doc)] != nil }
         }

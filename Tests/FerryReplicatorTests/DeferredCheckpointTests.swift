@@ -1,17 +1,27 @@
-import FerryProtocol
+import Foundation
+import Logging
+import Synchronization
 import Testing
+import FerryCore
+import FerryProtocol
 @testable import FerryReplicator
+import FerryStore
+import FerryTesting
 
 /// When a continuous replication saves its checkpoint: after a pause in its progress, at
-/// the latest `longest` after the first progress not saved, never two saves at once.
+/// the latest `longest` after the first progress not saved, never two saves at once, and
+/// progress made while a save is on its way is saved after it.
 @Suite struct DeferredCheckpointTests {
+    /// The instant the timing tests count from.
     let start = ContinuousClock.now
+    /// Sessions log nothing.
+    let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
+    /// Each progress pushes the save back by `quiet`, but not past `longest` after the first.
     @Test func aSaveWaitsForAPauseButNoLongerThanTheLongestWait() {
         var checkpoint = DeferredCheckpoint(peerRev: "3", saved: Checkpoint(local: 5, remote: 2))
         #expect(checkpoint.advance(at: start) { $0.local = 5 } == nil, "nothing new")
         #expect(checkpoint.advance(at: start) { $0.local = 6 } == start + DeferredCheckpoint.quiet)
-        // Each progress pushes the save back, up to the longest wait after the first.
         let later = start + .milliseconds(700)
         #expect(checkpoint.advance(at: later) { $0.remote = 4 } == later + DeferredCheckpoint.quiet)
         let last = start + DeferredCheckpoint.longest - .milliseconds(100)
@@ -22,6 +32,8 @@ import Testing
         #expect(checkpoint.beginSave() == nil, "nothing to save")
     }
 
+    /// A save is not armed while one is on its way; its end says progress waits; a failed
+    /// save keeps what was saved before.
     @Test func progressDuringASaveWaitsForItsEndAndAFailedSaveIsTriedAgain() {
         var checkpoint = DeferredCheckpoint(peerRev: nil, saved: Checkpoint(local: 0, remote: 0))
         _ = checkpoint.advance(at: start) { $0.remote = 1 }
@@ -35,8 +47,81 @@ import Testing
         let end = start + .milliseconds(20)
         #expect(checkpoint.advance(at: end) { _ in } == end + DeferredCheckpoint.quiet)
         #expect(checkpoint.beginSave() == Checkpoint(local: 0, remote: 2))
-        // A failed save keeps the peer copy's revision and what is saved.
         #expect(checkpoint.endSave(of: Checkpoint(local: 0, remote: 2), peerRev: nil) == true)
         #expect(checkpoint.peerRev == "1" && checkpoint.saved == Checkpoint(local: 0, remote: 1))
+    }
+
+    /// The active end of a loopback connection that holds its first `setCheckpoint` for a
+    /// second before it leaves (a peer slow to save), and says when it began holding it.
+    final class SlowFirstCheckpoint: MessageTransport, @unchecked Sendable {
+        let inner: LoopbackTransport
+        let holding = Mutex(false)
+        let began: AsyncStream<Void>.Continuation
+        init(_ inner: LoopbackTransport, began: AsyncStream<Void>.Continuation) {
+            self.inner = inner
+            self.began = began
+        }
+        var inbound: TransportInbox { inner.inbound }
+        func enqueue(_ message: TransportMessage) -> TransportWrite {
+            guard case .text(let bytes) = message, case .object(let frame)? = try? JSONParser.parse(bytes),
+                  frame["type"] == "setCheckpoint", holding.withLock({ first in defer { first = true }; return !first })
+            else { return inner.enqueue(message) }
+            began.yield()
+            let inner = self.inner
+            let sent = Task {
+                try await Task.sleep(for: .seconds(1))
+                try await inner.enqueue(message).sent()
+            }
+            return TransportWrite { try await sent.value }
+        }
+        func close(code: UInt16, reason: String) async { await inner.close(code: code, reason: reason) }
+        var closeDescription: String? { inner.closeDescription }
+    }
+
+    /// A revision pulled while the checkpoint before it is being saved is saved once that
+    /// save is answered (it used to wait for the next edit).
+    @Test func progressMadeWhileASaveIsOnItsWayIsSavedAfterIt() async throws {
+        let tmp = TemporaryDirectory()
+        let here = SharedStore(try FolderStore.create(at: tmp.appending("here"), name: "db"))
+        let there = SharedStore(try FolderStore.create(at: tmp.appending("there"), name: "db"))
+        _ = try await there.perform { s in try s.batch { try s.recordLocalJSON(DocumentID("a.json"), ["n": .int(1)]) } }
+        let (began, beganSink) = AsyncStream<Void>.makeStream()
+        let (activeEnd, passiveEnd) = LoopbackTransport.pair()
+        let server = PeerSession(transport: passiveEnd, shared: there, role: .passive, logger: logger)
+        let client = PeerSession(transport: SlowFirstCheckpoint(activeEnd, began: beganSink), shared: here,
+                                 role: .active, remoteDatabase: "db", logger: logger)
+        async let serving: Void = server.run()
+        async let reading: Void = client.run()
+        let pulling = Task {
+            try await client.open()
+            try await client.replicate(.pull, continuous: true)
+        }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            await activeEnd.close(code: 4000, reason: "test timed out")
+        }
+        // The pull's checkpoint as `there` keeps it.
+        let pullClient = "pull:" + here.info.id
+        func remoteSaved() async -> Int? { await there.perform { s in CheckpointStore(layout: s.layout).get(pullClient)?.remote } }
+
+        // The first sync's save is held; meanwhile a second revision is pulled.
+        var waiting = began.makeAsyncIterator()
+        _ = await waiting.next()
+        let second = try await there.perform { s in try s.batch { try s.recordLocalJSON(DocumentID("b.json"), ["n": .int(2)]) } }
+        let secondSequence = try #require(second).seq
+        var saved: Int?
+        for _ in 0..<600 {
+            saved = await remoteSaved()
+            if saved == secondSequence { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(saved == secondSequence, "the checkpoint stayed at \(String(describing: saved)), not \(secondSequence)")
+        #expect(await here.perform { s in s.index.trees[try! DocumentID("b.json")] != nil })
+
+        watchdog.cancel()
+        pulling.cancel()
+        await activeEnd.close(code: 1000, reason: "done")
+        _ = await (serving, reading)
+        _ = await pulling.result
     }
 }

@@ -65,7 +65,7 @@ public struct PackedHex: Hashable, Sendable, Comparable {
     /// one by one checked the array's capacity and uniqueness per digit, a visible cost where
     /// every log line and frame carries two or three of them.
     public func appendText(to out: inout [UInt8]) {
-        let n = Int(count)
+        let n = min(Int(count), 64)
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digits in
             var word = w0
             for i in 0..<n {

@@ -156,21 +156,25 @@ extension PeerSession {
 
     /// Takes a continuous replication's progress and (re)arms its checkpoint's save.
     func advanceDeferredCheckpoint(_ client: String, _ change: (inout Checkpoint) -> Void) {
-        guard var entry = deferredCheckpoints[client], let due = entry.advance(at: .now, change) else { return }
+        guard var entry = deferredCheckpoints[client] else { return }
+        // Kept even when no save is armed: progress made during a save is what its end saves next.
+        defer { deferredCheckpoints[client] = entry }
+        guard let due = entry.advance(at: .now, change) else { return }
         entry.timer?.cancel()
         entry.timer = Task { [weak self] in
             do { try await Task.sleep(until: due) } catch { return }
             await self?.saveDeferredCheckpoint(client)
         }
-        deferredCheckpoints[client] = entry
     }
 
     /// Saves what a continuous replication has reached, once its wait is over.
     func saveDeferredCheckpoint(_ client: String) async {
-        guard var entry = deferredCheckpoints[client], let checkpoint = entry.beginSave() else { return }
+        // A wait that ended just as newer progress cancelled it leaves the save to the new wait.
+        guard !Task.isCancelled, var entry = deferredCheckpoints[client], let checkpoint = entry.beginSave() else { return }
         deferredCheckpoints[client] = entry
         // A failed save (the connection is going) leaves the progress to the next one.
-        let rev: String?? = try? await saveCheckpoint(client, peerRev: entry.peerRev, checkpoint)
+        let rev: String??
+        do { rev = .some(try await saveCheckpoint(client, peerRev: entry.peerRev, checkpoint)) } catch { rev = nil }
         guard deferredCheckpoints[client]?.endSave(of: checkpoint, peerRev: rev) == true else { return }
         advanceDeferredCheckpoint(client) { _ in }
     }

@@ -54,8 +54,9 @@ extension PeerSession {
 
     /// Announces every current revision after `since` in batches, sends the ones the peer
     /// wants (pipelined: a batch's revisions go out together and their answers are awaited
-    /// together), then says "caught up" (an empty `changes`). Continuous: then waits for the
-    /// log to grow and goes on, until the connection closes or the task is cancelled.
+    /// together), then says "caught up" (an empty `changes`) unless it announced nothing and
+    /// said so already. Continuous: then waits for the log to grow and goes on, until the
+    /// connection closes or the task is cancelled.
     /// `caughtUp` gets the sequence everything up to which the peer now has.
     /// Revisions this connection delivered are not announced back (echo cancellation).
     func streamChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?,

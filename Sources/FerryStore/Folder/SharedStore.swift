@@ -193,7 +193,7 @@ public actor SharedStore {
         defer { publish() }
         guard !store.unresolved.isEmpty else { return }
         do { _ = try store.batch { try store.resolvePendingConflicts() } } catch {
-            // Left open: the next pass, save or start resolves them.
+            // Left open: the next pass that announces revisions, a save or a start resolves them.
             store.logger.error("could not resolve conflicts", metadata: ["error": "\(error)"])
         }
     }
