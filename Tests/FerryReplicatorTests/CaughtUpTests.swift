@@ -21,16 +21,9 @@ import FerryTesting
         let there = SharedStore(try FolderStore.create(at: tmp.appending("there"), name: "db"))
         let log = PipelinedSendingTests.FrameLog()
         let (activeEnd, passiveEnd) = LoopbackTransport.pair()
-        let server = PeerSession(transport: PipelinedSendingTests.noting(passiveEnd, side: "there", in: log), shared: there,
-                                 role: .passive, logger: logger)
-        let client = PeerSession(transport: PipelinedSendingTests.noting(activeEnd, side: "here", in: log), shared: here,
-                                 role: .active, remoteDatabase: "db", logger: logger)
-        async let serving: Void = server.run()
-        async let reading: Void = client.run()
-        let replicating = Task {
-            try await client.open()
-            try await client.replicate(.both, continuous: true)
-        }
+        let replication = ContinuousLoopback(active: PipelinedSendingTests.noting(activeEnd, side: "here", in: log),
+                                             passive: PipelinedSendingTests.noting(passiveEnd, side: "there", in: log),
+                                             here: here, there: there, direction: .both, logger: logger)
         /// The `changes` frames `side` sent so far.
         func changes(from side: String) -> Int { log.frames.withLock { $0.filter { $0.side == side && $0.type == "changes" }.count } }
         /// Waits (bounded) until `condition` holds, then a little more for frames that should not come.
@@ -61,9 +54,6 @@ import FerryTesting
         #expect(try await settle { await has(there, "c.json") })
         #expect(changes(from: "here") == 5 && changes(from: "there") == 3)
 
-        replicating.cancel()
-        await client.close()
-        _ = await (serving, reading)
-        _ = await replicating.result
+        await replication.stop()
     }
 }

@@ -87,15 +87,8 @@ import FerryTesting
         _ = try await there.perform { s in try s.batch { try s.recordLocalJSON(DocumentID("a.json"), ["n": .int(1)]) } }
         let (began, beganSink) = AsyncStream<Void>.makeStream()
         let (activeEnd, passiveEnd) = LoopbackTransport.pair()
-        let server = PeerSession(transport: passiveEnd, shared: there, role: .passive, logger: logger)
-        let client = PeerSession(transport: SlowFirstCheckpoint(activeEnd, began: beganSink), shared: here,
-                                 role: .active, remoteDatabase: "db", logger: logger)
-        async let serving: Void = server.run()
-        async let reading: Void = client.run()
-        let pulling = Task {
-            try await client.open()
-            try await client.replicate(.pull, continuous: true)
-        }
+        let replication = ContinuousLoopback(active: SlowFirstCheckpoint(activeEnd, began: beganSink), passive: passiveEnd,
+                                             here: here, there: there, direction: .pull, logger: logger)
         let watchdog = Task {
             try await Task.sleep(for: .seconds(20))
             await activeEnd.close(code: 4000, reason: "test timed out")
@@ -119,9 +112,6 @@ import FerryTesting
         #expect(await here.perform { s in s.index.trees[try! DocumentID("b.json")] != nil })
 
         watchdog.cancel()
-        pulling.cancel()
-        await activeEnd.close(code: 1000, reason: "done")
-        _ = await (serving, reading)
-        _ = await pulling.result
+        await replication.stop()
     }
 }

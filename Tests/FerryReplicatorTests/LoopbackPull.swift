@@ -29,3 +29,34 @@ func loopbackPull(active: MessageTransport, passive: MessageTransport, from sour
     _ = await (serving, reading)
     return try outcome.get()
 }
+
+/// A continuous replication between two stores over a loopback connection: a passive session
+/// serving `there` on `passive`, and an active one replicating `here` in `direction` on
+/// `active`, each session's loop in its own task. `stop()` ends it.
+struct ContinuousLoopback {
+    /// The active session.
+    let client: PeerSession
+    private let loops: [Task<Void, Never>]
+    private let replicating: Task<Void, Error>
+
+    /// Starts both sessions and the replication.
+    init(active: MessageTransport, passive: MessageTransport, here: SharedStore, there: SharedStore,
+         direction: ReplicationDirection, logger: Logger) {
+        let server = PeerSession(transport: passive, shared: there, role: .passive, logger: logger)
+        let client = PeerSession(transport: active, shared: here, role: .active, remoteDatabase: there.info.name, logger: logger)
+        loops = [Task { await server.run() }, Task { await client.run() }]
+        replicating = Task {
+            try await client.open()
+            try await client.replicate(direction, continuous: true)
+        }
+        self.client = client
+    }
+
+    /// Stops the replication, closes the connection and waits for both loops.
+    func stop() async {
+        replicating.cancel()
+        await client.close()
+        for loop in loops { await loop.value }
+        _ = await replicating.result
+    }
+}
