@@ -50,14 +50,17 @@ public enum FerryProcess {
         try? outPipe.fileHandleForWriting.close()
         try? errPipe.fileHandleForWriting.close()
         try? inPipe.fileHandleForReading.close()
-        // Drain both pipes while the process runs so a chatty child never blocks.
+        // Drain both pipes while the process runs so a chatty child never blocks. Each reader
+        // has a thread of its own: on the shared dispatch queues, busy with other tests' work
+        // that waits, a reader could start only after the command had ended, and its output
+        // was reported empty.
         nonisolated(unsafe) var out = Data()
         nonisolated(unsafe) var err = Data()
         let group = DispatchGroup()
         group.enter()
-        DispatchQueue.global().async { out = outPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        Thread.detachNewThread { out = outPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         group.enter()
-        DispatchQueue.global().async { err = errPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        Thread.detachNewThread { err = errPipe.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         if let stdin { inPipe.fileHandleForWriting.write(stdin) }
         try? inPipe.fileHandleForWriting.close()
         if !child.wait(timeout: timeout) { child.stop(grace: 5) }

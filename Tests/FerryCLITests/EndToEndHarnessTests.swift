@@ -39,4 +39,17 @@ private final class Gauge: Sendable {
     func enter() { counts.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
     func leave() { counts.withLock { $0.now -= 1 } }
     var most: Int { counts.withLock { $0.most } }
+
+    /// A command's output is read even while the shared dispatch queues are full of work
+    /// that waits (other tests' blocking reads): the readers have threads of their own.
+    @Test func aCommandsOutputIsReadWhileTheSharedQueuesAreBusy() throws {
+        let release = DispatchSemaphore(value: 0)
+        let blocked = 400
+        for _ in 0..<blocked { DispatchQueue.global().async { release.wait() } }
+        defer { for _ in 0..<blocked { release.signal() } }
+        let start = Date()
+        let echo = try FerryProcess.shell("echo out; echo err >&2")
+        #expect(echo.stdout == "out\n" && echo.stderr == "err\n", "\(echo.stdout) \(echo.stderr)")
+        #expect(Date().timeIntervalSince(start) < 3)
+    }
 }
