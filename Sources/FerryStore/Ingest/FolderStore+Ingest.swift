@@ -81,14 +81,15 @@ extension FolderStore {
         guard let st = try FileSystem.lstat(path) else {
             unreadable[doc] = nil
             // Only a file that should be there (it held a live revision) can be away for a moment.
-            let held = fileRevision(doc).flatMap { index[doc]?.nodes[$0] }
-            // The group's look at the directories above may be milliseconds old: one swapped
-            // for a link since hides the file, which is no deletion. Look again before any.
-            if directoriesFoundInBatch != nil, let held, !held.deleted, let why = layout.placementProblem(of: doc.rawValue) {
-                heldBack[doc] = why
-                return .notRegular(why)
+            if let held = fileRevision(doc).flatMap({ index[doc]?.nodes[$0] }), !held.deleted {
+                // The group's look at the directories above may be milliseconds old: one swapped
+                // for a link since hides the file, which is no deletion. Look again before any.
+                if directoriesFoundInBatch != nil, let why = layout.placementProblem(of: doc.rawValue) {
+                    heldBack[doc] = why
+                    return .notRegular(why)
+                }
+                if whenMissing == .wait { return .missing }
             }
-            if whenMissing == .wait, let held, !held.deleted { return .missing }
             forgetWhatTheFileHeld(doc)
             return .deleted(try recordMissing(doc))
         }
