@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import FerryTesting
 import Foundation
 import Testing
@@ -35,15 +36,12 @@ import Testing
     }
 
     /// A checkpoint of `replicator`'s folder (`direction`: "push" or "pull") as the listener's
-    /// folder keeps it: its revision (one more per save) and the sequences it covers.
-    func checkpoint(_ direction: String, of replicator: String, on listener: String) -> (rev: Int, local: Int, remote: Int)? {
-        guard let info = FileManager.default.contents(atPath: replicator + "/.ferry/folder.json"),
-              let id = ((try? JSONSerialization.jsonObject(with: info)) as? [String: Any])?["id"] as? String else { return nil }
-        let file = listener + "/.ferry/checkpoints/" + Hex.encode(Array("\(direction):\(id)".utf8)) + ".json"
-        guard let data = FileManager.default.contents(atPath: file),
-              let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-              let rev = json["rev"] as? Int, let local = json["local"] as? Int, let remote = json["remote"] as? Int else { return nil }
-        return (rev, local, remote)
+    /// folder keeps it (`CheckpointStore`): its revision (one more per save) and the sequences
+    /// it covers.
+    func checkpoint(_ direction: String, of replicator: String, on listener: String) -> CheckpointStore.Entry? {
+        guard let bytes = FileManager.default.contents(atPath: FolderLayout(root: replicator).folderFile),
+              let info = try? FolderInfo(json: JSONParser.parse(Array(bytes))) else { return nil }
+        return CheckpointStore(layout: FolderLayout(root: listener)).get("\(direction):\(info.id)")
     }
 
     /// Visible `.json` files of `folder` that do not parse (a partial write would show here).
@@ -479,7 +477,7 @@ import Testing
             let url = try #require(listener.url)
             let replicator = try peer(b, with: url, wire: wire)
             /// The listener's copy of b's push checkpoint.
-            func pushed() -> (rev: Int, local: Int, remote: Int)? { checkpoint("push", of: b, on: a) }
+            func pushed() -> CheckpointStore.Entry? { checkpoint("push", of: b, on: a) }
             #expect(eventually { pushed()?.local == lastSequence(b) }, "the first sync's checkpoint: \(String(describing: pushed()))")
             let before = try #require(pushed())
             let burstStart = Date()
