@@ -130,8 +130,8 @@ public final class Listener: Sendable {
     /// Connections accepted since start, and those open now.
     public var connectionCounts: (total: Int, active: Int) { registry.counts }
 
-    /// Stops accepting, sends every peer a close frame (1001, going away) and waits (bounded)
-    /// for the connections to end.
+    /// Stops accepting, sends every peer a close frame (`closeCodeWhenStopping`) and waits
+    /// (bounded) for the connections to end.
     public func stop() async {
         try? await channel.close()
         // Connections still in setup would hold the accept loop until their deadline.
@@ -139,12 +139,25 @@ public final class Listener: Sendable {
         await accepting.value
         logins.shutdown()
         let open = registry.all
-        for c in open { c.bridge.initiateClose(channel: c.channel, code: 1001, reason: "listener stopped") }
+        for c in open { c.bridge.initiateClose(channel: c.channel, code: Self.closeCodeWhenStopping(c.wireFormat), reason: "listener stopped") }
         // Each peer has 2 s to answer its close frame; cancelling (a forced stop) closes them now.
         await withTaskCancellationHandler {
             for c in open { try? await c.channel.closeFuture.get() }
         } onCancel: {
             for c in open { c.channel.close(promise: nil) }
+        }
+    }
+}
+
+extension Listener {
+    /// The close code a stopping listener sends: 1001 (going away) to a ferry peer, which
+    /// retries after any close; 4001 to a Couchbase Lite peer, whose replicator takes a peer's
+    /// 1000 or 1001 as the end of its replication and stops for good, and retries only after an
+    /// abnormal close or 4001, LiteCore's "transient" code (docs/interop.md).
+    static func closeCodeWhenStopping(_ format: WireFormat) -> UInt16 {
+        switch format {
+        case .ferry1: 1001
+        case .cbMobile: 4001
         }
     }
 }

@@ -280,12 +280,18 @@ import FerryProtocol
         await listener.stop()
     }
 
+    /// A stopping listener tells a ferry peer 1001 (going away) and a Couchbase Lite peer 4001:
+    /// LiteCore's replicator stops for good on a peer's 1001 and comes back after 4001.
     @Test func aStoppingListenerSaysGoingAway() async throws {
         let listener = try await startEchoListener()
         let connection = try await Dialer.connect(to: url(listener))
+        let blip = try await Dialer.connect(to: url(listener), protocol: .cbl)
+        #expect(blip.wireFormat == .cbMobile(version: 3))
         await listener.stop()
         let reason = await connection.waitUntilClosed()
         #expect(reason.code == 1001 && reason.reason == "listener stopped", "\(reason)")
+        let blipReason = await blip.waitUntilClosed()
+        #expect(blipReason.code == 4001 && blipReason.reason == "listener stopped", "\(blipReason)")
         // And then nothing listens there: connecting is a transient failure.
         do {
             _ = try await Dialer.connect(to: url(listener), stageTimeout: .seconds(2))
