@@ -38,6 +38,23 @@ import FerryCore
         #expect(throws: CBLInteropError.self) { try CBLBodies.fromCBL(.array([]), aliases: aliases) }
     }
 
+    /// Couchbase Lite drops every top-level property whose name begins with `_` (LiteCore 3.0,
+    /// by hand): such a body is refused rather than sent without it. Deeper ones are content.
+    @Test func aTopLevelPropertyCouchbaseLiteWouldDropIsRefused() throws {
+        let aliases = InMemoryBlobDigestAliases()
+        for text in [#"{"_private":1,"ok":true}"#, #"{"_deleted":true}"#, #"{"_id":"x","a":1}"#, #"{"_attachments":{}}"#] {
+            let body = try JSONParser.parse(text)
+            do {
+                _ = try CBLBodies.toCBL(body, aliases: aliases)
+                Issue.record("sent to Couchbase Lite: \(text)")
+            } catch {
+                #expect(error.status == 422 && error.message.contains("begins with _"), "\(error)")
+            }
+        }
+        let nested = try JSONParser.parse(#"{"meta":{"_private":1},"list":[{"_x":2}],"a_b":3}"#)
+        #expect(try CBLBodies.toCBL(nested, aliases: aliases).canonicalBytes == nested.canonicalBytes)
+    }
+
     @Test func aFileDocumentIsOneBlobReference() throws {
         let aliases = InMemoryBlobDigestAliases(bytesOf: { _ in Self.blob })
         let ref = BlobReference(digest: BlobDigest.of(Self.blob), length: 1024, contentType: nil)

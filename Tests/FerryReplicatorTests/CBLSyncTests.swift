@@ -157,4 +157,91 @@ import FerryTesting
         #expect(listed == "%2E%2E/%2E%2E/outside.json\n%2Eferry/config.json\n", "\(listed)")
         try verify(folder)
     }
+
+    /// A read-only listener refuses each revision a Couchbase Lite client proposes (403 per
+    /// entry it does not have, which Couchbase Lite counts against that document and goes on;
+    /// 304 for one it has), not the whole
+    /// message (which stops its replicator, pull included); it keeps the client's checkpoint
+    /// without its push part, and still serves the pull.
+    @Test func aReadOnlyListenerRefusesEachProposalAndStillServesThePull() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("desk")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data(#"{"v": 1}"#.utf8).write(to: URL(fileURLWithPath: folder + "/a.json"))
+        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
+        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared))
+        let session = PeerSession(channel: channel, shared: shared, readOnly: true, logger: logger)
+        async let serving: Void = session.run()
+        let peer = BLIPPeer(theirs)
+        let rev = "1-52c4e4f222e3484064ad05da9d859ae2d29b88fd"
+        let a = try DocumentID("a.json")
+        let own = try #require(await shared.perform { $0.index[a]?.current?.rev })
+        let proposal = try peer.send(.request(profile: "proposeChanges", body: Array(#"[["b","\#(rev)","",9],["a","\#(own)","",9],["c","\#(rev)","",9]]"#.utf8)))
+        let client = "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc="
+        let save = try peer.send(.request(profile: "setCheckpoint", properties: ["client": client, "rev": ""], body: Array(#"{"local":2,"remote":1}"#.utf8)))
+        let subscription = try peer.send(.request(profile: "subChanges"))
+        var answers: [UInt64: BLIPMessage] = [:]
+        var announced: [String] = []
+        while announced.isEmpty || answers.count < 3, let message = try await peer.receive() {
+            guard message.type == .request else {
+                answers[message.number] = message
+                continue
+            }
+            if message.profile == "changes", let rows = try JSONParser.parse(message.body).arrayValue {
+                announced += rows.compactMap { $0.arrayValue?[1].stringValue }
+            }
+            // None wanted: the announcement is what this test looks at.
+            if !message.flags.contains(.noReply) { try peer.send(.response(to: message, body: Array("[]".utf8))) }
+        }
+        await channel.close(code: 1000, reason: "done")
+        await serving
+        #expect(answers[proposal]?.type == .response && answers[proposal]?.body == Array("[403,304,403]".utf8), "\(String(describing: answers[proposal]))")
+        #expect(answers[save]?.type == .response && answers[subscription]?.type == .response)
+        let kept = CheckpointStore(layout: shared.layout).get(client)
+        #expect(kept?.local == 0 && kept?.remote == 1, "\(String(describing: kept))")
+        #expect(announced == ["a"], "\(announced)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/b.json") && !FileManager.default.fileExists(atPath: folder + "/c.json"))
+    }
+
+    /// A document with a top-level property whose name begins with `_` is announced but goes
+    /// out as `norev` (422): Couchbase Lite would drop that property. The others go as `rev`s.
+    @Test func aDocumentCouchbaseLiteWouldChangeGoesAsNorev() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("desk")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data(#"{"_private": 1, "ok": true}"#.utf8).write(to: URL(fileURLWithPath: folder + "/hidden.json"))
+        try Data(#"{"meta": {"_x": 1}}"#.utf8).write(to: URL(fileURLWithPath: folder + "/plain.json"))
+        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
+        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared))
+        let session = PeerSession(channel: channel, shared: shared, logger: logger)
+        async let serving: Void = session.run()
+        let peer = BLIPPeer(theirs)
+        try peer.send(.request(profile: "subChanges"))
+        var sent: [String: BLIPMessage] = [:]
+        while sent.count < 2, let message = try await peer.receive() {
+            guard message.type == .request else { continue }
+            switch message.profile {
+            case "changes":
+                // Both wanted, with no known ancestors.
+                let rows = try JSONParser.parse(message.body).arrayValue ?? []
+                if !message.flags.contains(.noReply) {
+                    try peer.send(.response(to: message, body: JSONValue.array(rows.map { _ in .array([]) }).canonicalBytes))
+                }
+            case "rev", "norev":
+                sent[message.properties["id"] ?? "?"] = message
+                if !message.flags.contains(.noReply) { try peer.send(.response(to: message)) }
+            default:
+                continue
+            }
+        }
+        await channel.close(code: 1000, reason: "done")
+        await serving
+        #expect(sent["plain"]?.profile == "rev" && sent["plain"]?.body == Array(#"{"meta":{"_x":1}}"#.utf8), "\(String(describing: sent["plain"]))")
+        #expect(sent["hidden"]?.profile == "norev" && sent["hidden"]?.properties["error"] == "422", "\(String(describing: sent["hidden"]))")
+        #expect(sent["hidden"]?.properties["reason"]?.contains("\"_private\" begins with _") == true)
+    }
 }

@@ -13,9 +13,15 @@ public enum CBLBodies {
     // MARK: ferry → Couchbase Lite
 
     /// A ferry JSON body as Couchbase Lite's: every blob reference's digest in SHA-1 form.
-    /// Throws (404) when a blob's SHA-1 is not known and cannot be computed here.
+    /// Throws (404) when a blob's SHA-1 is not known and cannot be computed here, and (422)
+    /// when a top-level property's name begins with `_`: Couchbase Lite reserves those and
+    /// drops them without a word, so the document would arrive without it, and an edit made
+    /// there would come back without it.
     public static func toCBL(_ body: JSONValue, aliases: some BlobDigestAliases) throws(CBLInteropError) -> JSONValue {
-        try rewriteBlobs(body) { (digest: String) throws(CBLInteropError) -> String in
+        if case .object(let members) = body, let reserved = members.keys.filter({ $0.hasPrefix("_") }).min() {
+            throw CBLInteropError(status: 422, "its top-level property \"\(reserved.prefix(80))\" begins with _, which Couchbase Lite reserves (it would drop it)")
+        }
+        return try rewriteBlobs(body) { (digest: String) throws(CBLInteropError) -> String in
             guard let sha256 = try? BlobDigest(digest) else { throw CBLInteropError("a blob reference with digest \(digest.prefix(80)) is not ferry's") }
             guard let sha1 = aliases.sha1(for: sha256) else { throw CBLInteropError(status: 404, "no SHA-1 known for blob \(sha256)") }
             return sha1.description

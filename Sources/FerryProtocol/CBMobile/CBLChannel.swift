@@ -254,7 +254,7 @@ public final class CBLChannel: ReplicationChannel {
                 // The peer asked for it: say it will not come rather than let it wait.
                 _ = notify(.norev(doc: doc, rev: rev, sequence: sequence, status: error.status, reason: error.message))
             }
-            return Self.answered(.error(status: error.status, message: error.message))
+            return Self.answered(.error(status: error.status, message: "not sent to Couchbase Lite: " + error.message))
         }
         let (answer, sink) = AsyncStream<Response>.makeStream()
         let kind = CBLAnswerKind(request)

@@ -107,7 +107,7 @@ enum CBLResponses {
             for (i, row) in rows.prefix(count).enumerated() {
                 // 3.x with `conflictIncludesRev` answers a conflict as [409, "rev"].
                 let code = row.intValue ?? row.arrayValue?.first?.intValue ?? 0
-                answers[i] = code == 0 ? .send : code == 304 ? .alreadyHave : .conflict
+                answers[i] = code == 0 ? .send : code == 304 ? .alreadyHave : code == 403 ? .forbidden : .conflict
             }
             return .proposeChanges(answers)
         }

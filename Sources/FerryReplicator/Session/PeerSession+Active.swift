@@ -139,7 +139,7 @@ extension PeerSession {
 
     /// The push: `changes` from the push checkpoint, and the `rev`s the peer wants.
     func push(continuous: Bool, docIDs: [DocumentID]?) async throws {
-        let client = "push:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        let client = Self.pushCheckpointPrefix + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
         var (peerRev, saved) = try await readCheckpoint(client)
         if continuous { deferredCheckpoints[client] = DeferredCheckpoint(peerRev: peerRev, saved: saved) }
         defer { if continuous { endDeferredCheckpoint(client) } }

@@ -17,20 +17,29 @@ extension PeerSession {
             } else {
                 await respond(handle, .error(status: 404, message: "no checkpoint \(client)"))
             }
-        case let .setCheckpoint(client, rev, checkpoint):
+        case .setCheckpoint(let client, let rev, let asked):
             if let why = CheckpointStore.clientRefusal(client) {
                 await respond(handle, .error(status: 400, message: why))
                 return
             }
-            // A read-only listener takes no pushes, so no checkpoint of pushed progress either.
+            // A read-only listener takes no pushes, so it keeps no pushed progress. A ferry
+            // pusher's own checkpoint is refused. Couchbase Lite keeps its push's and its pull's
+            // progress in one checkpoint, and stops its replicator when a save is refused: that
+            // one is kept with its push part at 0, so its pusher offers its revisions again
+            // should the listener become writable.
+            var checkpoint = asked
             if readOnly && checkpoint.local != 0 {
-                await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
-                return
+                if client.hasPrefix(Self.pushCheckpointPrefix) {
+                    await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+                    return
+                }
+                checkpoint.local = 0
             }
+            let kept = checkpoint
             let layout = shared.layout
             do {
                 let saved = try await shared.perform { _ in
-                    try CheckpointStore(layout: layout).set(client, expectedRev: rev.flatMap { Int($0) }, local: checkpoint.local, remote: checkpoint.remote)
+                    try CheckpointStore(layout: layout).set(client, expectedRev: rev.flatMap { Int($0) }, local: kept.local, remote: kept.remote)
                 }
                 await respond(handle, .checkpointSaved(rev: String(saved.rev)))
             } catch {
@@ -77,5 +86,8 @@ extension PeerSession {
     static let norevsLogged = 10
 
     static let readOnlyMessage = "this listener is read-only: peers may pull, not push"
+
+    /// How a ferry pusher's checkpoint client id begins (`push:<folder id>`).
+    static let pushCheckpointPrefix = "push:"
 
 }

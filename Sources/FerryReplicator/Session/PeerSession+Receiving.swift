@@ -50,17 +50,17 @@ extension PeerSession {
     }
 
     /// Answers `proposeChanges` the way Couchbase Lite does: send (0), already here (304), or
-    /// conflict (409: the proposer's parent is not this side's current revision).
+    /// conflict (409: the proposer's parent is not this side's current revision). A read-only
+    /// listener refuses each entry it does not have (403), as Sync Gateway refuses a user who
+    /// may not write, so that a Couchbase Lite push-and-pull replicator still pulls.
     func answerProposal(_ handle: RequestHandle, _ entries: [ProposedChange]) async {
-        if readOnly {
-            await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
-            return
-        }
         let proposed = entries.map { ($0.doc, $0.rev, $0.parent) }
+        let readOnly = readOnly
         let answers: [ProposeAnswer] = await shared.perform { store in
             proposed.map { doc, rev, parent in
-                guard let tree = store.index[doc] else { return parent == nil ? .send : .conflict }
+                guard let tree = store.index[doc] else { return readOnly ? .forbidden : parent == nil ? .send : .conflict }
                 if let node = tree.nodes[rev], node.seq != 0 { return .alreadyHave }
+                if readOnly { return .forbidden }
                 let current = tree.current
                 if current?.rev == parent || (current?.deleted == true && parent == nil) { return .send }
                 return .conflict

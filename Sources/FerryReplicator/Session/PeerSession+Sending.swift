@@ -213,7 +213,9 @@ extension PeerSession {
             }
             if case let .error(status, message) = response {
                 update { $0.revisionsFailed += 1 }
-                logger.warning("peer refused a revision", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
+                // Refused by the peer, or not sent at all: a channel that cannot give the peer a
+                // revision (a body Couchbase Lite would change) answers for it.
+                logger.warning("a revision did not reach the peer", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
                 if status == 403 { throw ReplicationError("the peer refused the push (403): \(message)", kind: .permanent) }
                 if status >= 500 { transientFailure = "the peer could not store \(rev.doc) (\(status)): \(message)" }
             } else {
