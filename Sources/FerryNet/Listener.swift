@@ -130,8 +130,8 @@ public final class Listener: Sendable {
     /// Connections accepted since start, and those open now.
     public var connectionCounts: (total: Int, active: Int) { registry.counts }
 
-    /// Stops accepting, sends every peer a close frame (`closeCodeWhenStopping`) and waits
-    /// (bounded) for the connections to end.
+    /// Stops accepting, sends every peer a close frame that asks it to come back
+    /// (`WireFormat.retryCloseCode`) and waits (bounded) for the connections to end.
     public func stop() async {
         try? await channel.close()
         // Connections still in setup would hold the accept loop until their deadline.
@@ -139,25 +139,12 @@ public final class Listener: Sendable {
         await accepting.value
         logins.shutdown()
         let open = registry.all
-        for c in open { c.bridge.initiateClose(channel: c.channel, code: Self.closeCodeWhenStopping(c.wireFormat), reason: "listener stopped") }
+        for c in open { c.bridge.initiateClose(channel: c.channel, code: c.wireFormat.retryCloseCode, reason: "listener stopped") }
         // Each peer has 2 s to answer its close frame; cancelling (a forced stop) closes them now.
         await withTaskCancellationHandler {
             for c in open { try? await c.channel.closeFuture.get() }
         } onCancel: {
             for c in open { c.channel.close(promise: nil) }
-        }
-    }
-}
-
-extension Listener {
-    /// The close code a stopping listener sends: 1001 (going away) to a ferry peer, which
-    /// retries after any close; 4001 to a Couchbase Lite peer, whose replicator takes a peer's
-    /// 1000 or 1001 as the end of its replication and stops for good, and retries only after an
-    /// abnormal close or 4001, LiteCore's "transient" code (docs/interop.md).
-    static func closeCodeWhenStopping(_ format: WireFormat) -> UInt16 {
-        switch format {
-        case .ferry1: 1001
-        case .cbMobile: 4001
         }
     }
 }
@@ -200,7 +187,7 @@ struct ConnectionSetup: Sendable {
                     let format = WireFormat.chosen(from: offered, blipPath: Route.path(of: head).hasSuffix("/_blipsync")) ?? .ferry1
                     let bridge = try WebSocketBridge.install(on: channel, role: .server, maxMessageBytes: config.maxMessageBytes)
                     setups.upgraded(channel)
-                    if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat)) }
+                    if let heartbeat = config.heartbeat { bridge.startHeartbeat(channel: channel, interval: TimeAmount(heartbeat), closeCode: format.retryCloseCode) }
                     // The user is named only when a password check let it in (without one, the
                     // header proves nothing); never the password.
                     let user = config.passwordCheck == nil ? nil : BasicCredentials.parse(head.headers["Authorization"].first).0

@@ -94,7 +94,7 @@ public final class PeerConnection: MessageTransport {
     public func startHeartbeat(every interval: Duration) {
         let (seconds, attoseconds) = interval.components
         let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        bridge.startHeartbeat(channel: channel, interval: .nanoseconds(max(nanos, 1_000_000)))
+        bridge.startHeartbeat(channel: channel, interval: .nanoseconds(max(nanos, 1_000_000)), closeCode: wireFormat.retryCloseCode)
     }
 
     /// How the connection ended; nil while it is open.

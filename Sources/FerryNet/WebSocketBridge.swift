@@ -133,14 +133,15 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
         context.close(promise: nil)
     }
 
-    /// Pings the peer every `interval`; closes the connection (1001) when nothing at all has
-    /// arrived for two intervals, so a peer that vanished without a FIN is noticed.
-    func startHeartbeat(channel: Channel, interval: TimeAmount) {
+    /// Pings the peer every `interval`; closes the connection (`closeCode`: one that asks the
+    /// peer to come back) when nothing at all has arrived for two intervals, so a peer that
+    /// vanished without a FIN is noticed.
+    func startHeartbeat(channel: Channel, interval: TimeAmount, closeCode: UInt16 = 1001) {
         let task = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] task in
             let silent = NIODeadline.now() - state.withLockedValue { $0.lastInbound }
             if silent > interval * 2 {
                 task.cancel()
-                initiateClose(channel: channel, code: 1001, reason: "no answer to heartbeat for \(silent.nanoseconds / 1_000_000) ms")
+                initiateClose(channel: channel, code: closeCode, reason: "no answer to heartbeat for \(silent.nanoseconds / 1_000_000) ms")
                 return
             }
             channel.writeAndFlush(outgoing(.ping, channel.allocator.buffer(capacity: 0)), promise: nil)

@@ -39,4 +39,48 @@ import FerryNet
         #expect(reason.code == 1001 && reason.reason.contains("heartbeat"), "\(reason)")
         #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(20), "\(elapsed)")  // bounded loosely: a loaded machine delays timers
     }
+
+    /// The listener's heartbeat drops a Couchbase Lite client gone silent (a suspended app)
+    /// with 4001, after which its replicator retries (after 1001 it would stop for good).
+    @Test func aSilentCouchbaseLiteClientIsAskedToComeBack() async throws {
+        var config = ListenerConfiguration(database: "inventory")
+        config.heartbeat = .milliseconds(200)
+        let listener = try await Listener.start(config) { connection in
+            Task { for await _ in connection.inbound {} }
+        }
+        defer { Task { await listener.stop() } }
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        client.arguments = ["-c", """
+            import socket, struct
+            c = socket.create_connection(("127.0.0.1", \(listener.port))); c.settimeout(20)
+            c.sendall(b"GET /inventory/_blipsync HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\nSec-WebSocket-Protocol: BLIP_3+CBMobile_3\\r\\n\\r\\n")
+            data = b""
+            while b"\\r\\n\\r\\n" not in data: data += c.recv(1)
+            print(data.split(b"\\r\\n")[0].decode(), flush=True)
+            def read(n):
+                out = b""
+                while len(out) < n:
+                    chunk = c.recv(n - len(out))
+                    if not chunk: raise SystemExit("closed without a close frame")
+                    out += chunk
+                return out
+            while True:  # never answers a ping: silent
+                b0, b1 = read(2)
+                length = b1 & 0x7F
+                if length == 126: length = struct.unpack(">H", read(2))[0]
+                payload = read(length)
+                if b0 & 0x0F == 8:
+                    print(struct.unpack(">H", payload[:2])[0], payload[2:].decode(), flush=True)
+                    break
+            """]
+        let out = Pipe()
+        client.standardOutput = out
+        try client.run()
+        client.waitUntilExit()
+        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("HTTP/1.1 101") == true, "\(lines)")
+        #expect(lines.last?.hasPrefix("4001 no answer to heartbeat") == true, "\(lines)")
+    }
 }

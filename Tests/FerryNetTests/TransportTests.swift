@@ -282,7 +282,7 @@ import FerryProtocol
 
     /// A stopping listener tells a ferry peer 1001 (going away) and a Couchbase Lite peer 4001:
     /// LiteCore's replicator stops for good on a peer's 1001 and comes back after 4001.
-    @Test func aStoppingListenerSaysGoingAway() async throws {
+    @Test func aStoppingListenerAsksEachPeerToComeBack() async throws {
         let listener = try await startEchoListener()
         let connection = try await Dialer.connect(to: url(listener))
         let blip = try await Dialer.connect(to: url(listener), protocol: .cbl)

@@ -130,6 +130,18 @@ final class BLIPPeer: @unchecked Sendable {
         #expect(byNumber[6]?.properties["rev"] == "1-cc" && byNumber[7]?.properties["rev"] == "2-cc")
     }
 
+    /// The session's closes that ask a peer to come back (1001, 1011) reach Couchbase Lite as
+    /// 4001, after which its replicator retries (it stops for good after 1001 or 1011); the
+    /// others keep their code.
+    @Test func aCloseThatAsksThePeerToComeBackIs4001() async throws {
+        for (asked, sent) in [(UInt16(1001), UInt16(4001)), (1011, 4001), (1000, 1000), (1002, 1002)] {
+            let (ours, theirs) = LoopbackTransport.pair()
+            let channel = CBLChannel(transport: ours, role: .passive, localPeer: "desk", database: "db", aliases: InMemoryBlobDigestAliases())
+            await channel.close(code: asked, reason: "why")
+            #expect(theirs.closeDescription == "\(sent): why", "\(asked)")
+        }
+    }
+
     /// A `rev` waiting for the blob the channel fetches to learn its SHA-256 holds back the
     /// requests behind it, except the peer's own blob requests: the peer may be holding this
     /// side's fetch behind a `rev` of its own that waits for them (found by the sync test,

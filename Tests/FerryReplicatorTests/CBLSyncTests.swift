@@ -178,7 +178,8 @@ import FerryTesting
         let rev = "1-52c4e4f222e3484064ad05da9d859ae2d29b88fd"
         let a = try DocumentID("a.json")
         let own = try #require(await shared.perform { $0.index[a]?.current?.rev })
-        let proposal = try peer.send(.request(profile: "proposeChanges", body: Array(#"[["b","\#(rev)","",9],["a","\#(own)","",9],["c","\#(rev)","",9]]"#.utf8)))
+        // The empty id has no ferry path: the channel answers it (403) by its position.
+        let proposal = try peer.send(.request(profile: "proposeChanges", body: Array(#"[["b","\#(rev)","",9],["a","\#(own)","",9],["","\#(rev)","",9],["c","\#(rev)","",9]]"#.utf8)))
         let client = "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc="
         let save = try peer.send(.request(profile: "setCheckpoint", properties: ["client": client, "rev": ""], body: Array(#"{"local":2,"remote":1}"#.utf8)))
         let subscription = try peer.send(.request(profile: "subChanges"))
@@ -197,7 +198,7 @@ import FerryTesting
         }
         await channel.close(code: 1000, reason: "done")
         await serving
-        #expect(answers[proposal]?.type == .response && answers[proposal]?.body == Array("[403,304,403]".utf8), "\(String(describing: answers[proposal]))")
+        #expect(answers[proposal]?.type == .response && answers[proposal]?.body == Array("[403,304,403,403]".utf8), "\(String(describing: answers[proposal]))")
         #expect(answers[save]?.type == .response && answers[subscription]?.type == .response)
         let kept = CheckpointStore(layout: shared.layout).get(client)
         #expect(kept?.local == 0 && kept?.remote == 1, "\(String(describing: kept))")
@@ -213,6 +214,8 @@ import FerryTesting
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try Data(#"{"_private": 1, "ok": true}"#.utf8).write(to: URL(fileURLWithPath: folder + "/hidden.json"))
         try Data(#"{"meta": {"_x": 1}}"#.utf8).write(to: URL(fileURLWithPath: folder + "/plain.json"))
+        // A NUL in the name: the reason must still go out (a BLIP property cannot hold a NUL).
+        try Data(#"{"_\u0000": 1}"#.utf8).write(to: URL(fileURLWithPath: folder + "/nul.json"))
         #expect(try FerryProcess.ferry(["init", folder]).status == 0)
         let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
         let (ours, theirs) = LoopbackTransport.pair()
@@ -222,7 +225,7 @@ import FerryTesting
         let peer = BLIPPeer(theirs)
         try peer.send(.request(profile: "subChanges"))
         var sent: [String: BLIPMessage] = [:]
-        while sent.count < 2, let message = try await peer.receive() {
+        while sent.count < 3, let message = try await peer.receive() {
             guard message.type == .request else { continue }
             switch message.profile {
             case "changes":
@@ -243,5 +246,7 @@ import FerryTesting
         #expect(sent["plain"]?.profile == "rev" && sent["plain"]?.body == Array(#"{"meta":{"_x":1}}"#.utf8), "\(String(describing: sent["plain"]))")
         #expect(sent["hidden"]?.profile == "norev" && sent["hidden"]?.properties["error"] == "422", "\(String(describing: sent["hidden"]))")
         #expect(sent["hidden"]?.properties["reason"]?.contains("\"_private\" begins with _") == true)
+        #expect(sent["nul"]?.profile == "norev" && sent["nul"]?.properties["reason"]?.contains(#""_\u0000" begins with _"#) == true,
+                "\(String(describing: sent["nul"]))")
     }
 }

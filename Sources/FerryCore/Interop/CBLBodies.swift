@@ -19,7 +19,10 @@ public enum CBLBodies {
     /// there would come back without it.
     public static func toCBL(_ body: JSONValue, aliases: some BlobDigestAliases) throws(CBLInteropError) -> JSONValue {
         if case .object(let members) = body, let reserved = members.keys.filter({ $0.hasPrefix("_") }).min() {
-            throw CBLInteropError(status: 422, "its top-level property \"\(reserved.prefix(80))\" begins with _, which Couchbase Lite reserves (it would drop it)")
+            // The name as JSON writes it: a control character in it stays readable (and out of
+            // the BLIP property that carries this message, where a NUL cannot go).
+            let name = JSONValue.string(String(reserved.prefix(80))).canonicalString
+            throw CBLInteropError(status: 422, "its top-level property \(name) begins with _, which Couchbase Lite reserves (it would drop it)")
         }
         return try rewriteBlobs(body) { (digest: String) throws(CBLInteropError) -> String in
             guard let sha256 = try? BlobDigest(digest) else { throw CBLInteropError("a blob reference with digest \(digest.prefix(80)) is not ferry's") }

@@ -364,8 +364,11 @@ public final class CBLChannel: ReplicationChannel {
         }
     }
 
-    /// Closes the transport and waits until it has ended.
+    /// Closes the transport and waits until it has ended. The session's closes that ask the
+    /// peer to come back (1001: silent, stopping; 1011: an error here worth retrying) go out
+    /// as 4001, after which Couchbase Lite's replicator retries (`WireFormat.retryCloseCode`).
     public func close(code: UInt16, reason: String) async {
+        let code = code == 1001 || code == 1011 ? WireFormat.cbMobile(version: 3).retryCloseCode : code
         await transport.close(code: code, reason: reason)
     }
 

@@ -69,6 +69,9 @@ enum CBLRequestEncoding {
             return .request(profile: "rev", properties: properties, body: json.canonicalBytes, flags: flags)
         case let .norev(doc, rev, sequence, status, reason):
             let id = (try? CBLDocumentIDs.cblID(doc)) ?? doc.rawValue
+            // A NUL cannot go in a BLIP property, and a `norev` that is not sent leaves the
+            // peer waiting for the revision for ever.
+            let reason = reason.replacingOccurrences(of: "\0", with: "\\u0000")
             return .request(profile: "norev", properties: ["id": id, "rev": rev.description, "sequence": String(sequence),
                                                            "error": String(status), "reason": reason], flags: flags)
         case .getAttachment, .hello:

@@ -68,8 +68,8 @@ public enum ProposeAnswer: Int, Sendable, Equatable {
     /// Already here.
     case alreadyHave = 304
     /// Refused: this side takes no pushes (a read-only listener). Couchbase Lite counts it as
-    /// that document's failure and goes on, where an error answering the whole message would
-    /// stop its replicator, pull included.
+    /// that document's failure and goes on, where an error answering the whole message stops
+    /// its replicator, pull included.
     case forbidden = 403
     /// It would conflict; the sender should pull first.
     case conflict = 409

@@ -26,6 +26,18 @@ public enum WireFormat: Sendable, Hashable, CustomStringConvertible {
         self = .cbMobile(version: version)
     }
 
+    /// The close code that asks the peer to come back later (a listener stopping, a peer gone
+    /// silent, an error worth retrying): 1001 (going away) for a ferry peer, which retries after
+    /// any close; 4001 for Couchbase Lite, whose replicator takes a peer's 1000 or 1001 as the
+    /// end of its replication and stops for good, and retries after 4001 (LiteCore's
+    /// "transient" code), an abnormal close, or 408, 429 and 502-504 (`docs/interop.md`).
+    public var retryCloseCode: UInt16 {
+        switch self {
+        case .ferry1: 1001
+        case .cbMobile: 4001
+        }
+    }
+
     /// The format a listener picks from what a client offers at a path: `ferry-1` wherever
     /// it is offered (ferry's own dialer offers it beside BLIP when it does not know what it
     /// will reach), else the newest Couchbase Mobile version, but only at `/<db>/_blipsync`.

@@ -106,7 +106,7 @@ extension PeerSession {
     /// served by the loop; its progress is saved at the end of a one-shot pull, and after a
     /// pause while continuous (`DeferredCheckpoint`).
     func pull(continuous: Bool, docIDs: [DocumentID]?) async throws {
-        let client = "pull:" + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        let client = Self.pullCheckpointPrefix + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
         var (peerRev, saved) = try await readCheckpoint(client)
         let (caughtUp, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
         caughtUpWaiter = continuation

@@ -89,5 +89,7 @@ extension PeerSession {
 
     /// How a ferry pusher's checkpoint client id begins (`push:<folder id>`).
     static let pushCheckpointPrefix = "push:"
+    /// How a ferry puller's checkpoint client id begins (`pull:<folder id>`).
+    static let pullCheckpointPrefix = "pull:"
 
 }

@@ -51,8 +51,8 @@ extension PeerSession {
 
     /// Answers `proposeChanges` the way Couchbase Lite does: send (0), already here (304), or
     /// conflict (409: the proposer's parent is not this side's current revision). A read-only
-    /// listener refuses each entry it does not have (403), as Sync Gateway refuses a user who
-    /// may not write, so that a Couchbase Lite push-and-pull replicator still pulls.
+    /// listener refuses each entry it does not have (403), so that a Couchbase Lite
+    /// push-and-pull replicator still pulls (an error for the whole message stops it).
     func answerProposal(_ handle: RequestHandle, _ entries: [ProposedChange]) async {
         let proposed = entries.map { ($0.doc, $0.rev, $0.parent) }
         let readOnly = readOnly
@@ -67,9 +67,11 @@ extension PeerSession {
             }
         }
         let send = answers.filter { $0 == .send }.count
+        let refused = answers.filter { $0 == .forbidden }.count
         update {
             $0.revisionsWanted += send
-            $0.revisionsSkipped += answers.count - send
+            $0.revisionsFailed += refused
+            $0.revisionsSkipped += answers.count - send - refused
             $0.receivingChanges = true
         }
         await respond(handle, .proposeChanges(answers))
