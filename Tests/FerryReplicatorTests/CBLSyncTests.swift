@@ -106,20 +106,44 @@ import FerryTesting
         #expect(pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").allSatisfy { $0 == a.info.id }, "\(pushed.stdout)")
     }
 
-    /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and
-    /// nothing written; what a path cannot hold is escaped inside the folder, never outside.
-    @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
+    /// A folder served to a Couchbase Lite peer that the test plays (`serve`).
+    struct ServedFolder {
+        let tmp: TemporaryDirectory
+        let folder: String
+        let shared: SharedStore
+        let channel: CBLChannel
+        let peer: BLIPPeer
+        let serving: Task<Void, Never>
+
+        /// Closes the connection and waits for the session to end.
+        func end() async {
+            await channel.close(code: 1000, reason: "done")
+            await serving.value
+        }
+    }
+
+    /// A folder `desk` holding `files` (name → text) as `ferry init` recorded them, served by a
+    /// passive session over Couchbase Lite's protocol on a loopback; `peer` is the test's end.
+    func serve(_ files: [String: String] = [:], readOnly: Bool = false, limits: CBLLimits = CBLLimits()) throws -> ServedFolder {
         let tmp = TemporaryDirectory()
         let folder = tmp.appending("desk")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for (name, text) in files { try Data(text.utf8).write(to: URL(fileURLWithPath: folder + "/" + name)) }
         #expect(try FerryProcess.ferry(["init", folder]).status == 0)
         let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
         let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared), limits: limits)
+        let session = PeerSession(channel: channel, shared: shared, readOnly: readOnly, logger: logger)
+        return ServedFolder(tmp: tmp, folder: folder, shared: shared, channel: channel, peer: BLIPPeer(theirs), serving: Task { await session.run() })
+    }
+
+    /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and
+    /// nothing written; what a path cannot hold is escaped inside the folder, never outside.
+    @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
         var limits = CBLLimits()
         limits.maxBodyBytes = 1 << 16
-        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared), limits: limits)
-        let session = PeerSession(channel: channel, shared: shared, logger: logger)
-        async let serving: Void = session.run()
-        let peer = BLIPPeer(theirs)
+        let served = try serve(limits: limits)
+        let (tmp, folder, peer) = (served.tmp, served.folder, served.peer)
         func rev(_ id: String, _ rev: String, history: String? = nil, _ body: String) throws -> UInt64 {
             var properties: BLIPProperties = ["id": id, "rev": rev, "sequence": "1"]
             if let history { properties["history"] = history }
@@ -142,8 +166,7 @@ import FerryTesting
             }
             answers[reply.number] = reply
         }
-        await channel.close(code: 1000, reason: "done")
-        await serving
+        await served.end()
         for (number, why) in refused {
             #expect(answers[number]?.errorReply?.code == 400, "\(why): \(String(describing: answers[number]))")
         }
@@ -164,17 +187,8 @@ import FerryTesting
     /// message (which stops its replicator, pull included); it keeps the client's checkpoint
     /// without its push part, and still serves the pull.
     @Test func aReadOnlyListenerRefusesEachProposalAndStillServesThePull() async throws {
-        let tmp = TemporaryDirectory()
-        let folder = tmp.appending("desk")
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try Data(#"{"v": 1}"#.utf8).write(to: URL(fileURLWithPath: folder + "/a.json"))
-        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
-        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
-        let (ours, theirs) = LoopbackTransport.pair()
-        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared))
-        let session = PeerSession(channel: channel, shared: shared, readOnly: true, logger: logger)
-        async let serving: Void = session.run()
-        let peer = BLIPPeer(theirs)
+        let served = try serve(["a.json": #"{"v": 1}"#], readOnly: true)
+        let (folder, shared, peer) = (served.folder, served.shared, served.peer)
         let rev = "1-52c4e4f222e3484064ad05da9d859ae2d29b88fd"
         let a = try DocumentID("a.json")
         let own = try #require(await shared.perform { $0.index[a]?.current?.rev })
@@ -196,8 +210,7 @@ import FerryTesting
             // None wanted: the announcement is what this test looks at.
             if !message.flags.contains(.noReply) { try peer.send(.response(to: message, body: Array("[]".utf8))) }
         }
-        await channel.close(code: 1000, reason: "done")
-        await serving
+        await served.end()
         #expect(answers[proposal]?.type == .response && answers[proposal]?.body == Array("[403,304,403,403]".utf8), "\(String(describing: answers[proposal]))")
         #expect(answers[save]?.type == .response && answers[subscription]?.type == .response)
         let kept = CheckpointStore(layout: shared.layout).get(client)
@@ -209,20 +222,13 @@ import FerryTesting
     /// A document with a top-level property whose name begins with `_` is announced but goes
     /// out as `norev` (422): Couchbase Lite would drop that property. The others go as `rev`s.
     @Test func aDocumentCouchbaseLiteWouldChangeGoesAsNorev() async throws {
-        let tmp = TemporaryDirectory()
-        let folder = tmp.appending("desk")
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try Data(#"{"_private": 1, "ok": true}"#.utf8).write(to: URL(fileURLWithPath: folder + "/hidden.json"))
-        try Data(#"{"meta": {"_x": 1}}"#.utf8).write(to: URL(fileURLWithPath: folder + "/plain.json"))
-        // A NUL in the name: the reason must still go out (a BLIP property cannot hold a NUL).
-        try Data(#"{"_\u0000": 1}"#.utf8).write(to: URL(fileURLWithPath: folder + "/nul.json"))
-        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
-        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
-        let (ours, theirs) = LoopbackTransport.pair()
-        let channel = CBLChannel(transport: ours, role: .passive, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared))
-        let session = PeerSession(channel: channel, shared: shared, logger: logger)
-        async let serving: Void = session.run()
-        let peer = BLIPPeer(theirs)
+        let served = try serve([
+            "hidden.json": #"{"_private": 1, "ok": true}"#,
+            "plain.json": #"{"meta": {"_x": 1}}"#,
+            // A NUL in the name: the reason must still go out (a BLIP property cannot hold a NUL).
+            "nul.json": #"{"_\u0000": 1}"#,
+        ])
+        let peer = served.peer
         try peer.send(.request(profile: "subChanges"))
         var sent: [String: BLIPMessage] = [:]
         while sent.count < 3, let message = try await peer.receive() {
@@ -241,8 +247,7 @@ import FerryTesting
                 continue
             }
         }
-        await channel.close(code: 1000, reason: "done")
-        await serving
+        await served.end()
         #expect(sent["plain"]?.profile == "rev" && sent["plain"]?.body == Array(#"{"meta":{"_x":1}}"#.utf8), "\(String(describing: sent["plain"]))")
         #expect(sent["hidden"]?.profile == "norev" && sent["hidden"]?.properties["error"] == "422", "\(String(describing: sent["hidden"]))")
         #expect(sent["hidden"]?.properties["reason"]?.contains("\"_private\" begins with _") == true)

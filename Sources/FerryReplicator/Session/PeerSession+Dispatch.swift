@@ -27,15 +27,12 @@ extension PeerSession {
             // progress in one checkpoint, and stops its replicator when a save is refused: that
             // one is kept with its push part at 0, so its pusher offers its revisions again
             // should the listener become writable.
-            var checkpoint = asked
-            if readOnly && checkpoint.local != 0 {
-                if client.hasPrefix(Self.pushCheckpointPrefix) {
-                    await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
-                    return
-                }
-                checkpoint.local = 0
+            let pushedProgress = readOnly && asked.local != 0
+            if pushedProgress && client.hasPrefix(Self.pushCheckpointPrefix) {
+                await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
+                return
             }
-            let kept = checkpoint
+            let kept = pushedProgress ? Checkpoint(local: 0, remote: asked.remote) : asked
             let layout = shared.layout
             do {
                 let saved = try await shared.perform { _ in
