@@ -12,6 +12,16 @@ import FerryTesting
 /// One-shot pull and push between two real folders over a real WebSocket on 127.0.0.1.
 @Suite(.serialized) struct OneShotReplicationTests {
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// Appended to the path each listener of this test serves its database at. A listener on
+    /// port 0 may get the port of one another test stopped, whose peers (agents in other
+    /// processes) still dial `/inventory` there; at a path of its own, such a stray gets 404
+    /// instead of a session that holds this test's folder (its writer lock: the test's next
+    /// pull was refused so) and pushes its own documents into it. The database's name in the
+    /// handshake stays the folder's.
+    let unique = String(UUID().uuidString.prefix(8)).lowercased()
+
+    /// The path segment this test serves `database` at.
+    func own(_ database: String) -> String { "\(database)-\(unique)" }
 
     /// Serves `folder` with a passive session per connection (each opens the folder itself).
     /// The session of the connection before, or of a listener stopped a moment ago, may still
@@ -20,7 +30,7 @@ import FerryTesting
     /// instead of waiting for ever for an answer (a loaded machine's full test run hung so).
     func serve(_ folder: String, database: String, readOnly: Bool = false, firstMessageWithin: Duration? = nil) async throws -> Listener {
         let logger = self.logger
-        return try await Listener.start(ListenerConfiguration(database: database)) { connection in
+        return try await Listener.start(ListenerConfiguration(database: own(database))) { connection in
             Task {
                 var store = try? FolderStore.open(at: folder, writable: true)
                 for _ in 0..<200 where store == nil {
@@ -59,7 +69,7 @@ import FerryTesting
 
     func session(_ folder: String, _ listener: Listener, _ database: String,
                  _ work: (PeerSession) async throws -> ReplicationStats) async throws -> ReplicationStats {
-        let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(database)")!)
+        let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(own(database))")!)
         let store = try FolderStore.open(at: folder, writable: true)
         let session = PeerSession(transport: connection, shared: SharedStore(store), role: .active, remoteDatabase: database, logger: logger)
         async let loop: Void = session.run()
@@ -204,7 +214,7 @@ import FerryTesting
     func mute(into target: String) async throws -> (Listener, TakenConnections, SharedStore) {
         #expect(try FerryProcess.ferry(["init", target]).status == 0)
         let taken = TakenConnections()
-        let listener = try await Listener.start(ListenerConfiguration(database: "inventory")) { connection in
+        let listener = try await Listener.start(ListenerConfiguration(database: own("inventory"))) { connection in
             taken.list.withLock { $0.append(connection) }
         }
         return (listener, taken, SharedStore(try FolderStore.open(at: target, writable: true)))
@@ -225,7 +235,7 @@ import FerryTesting
         let (listener, taken, shared) = try await mute(into: tmp.appending("copy"))
         let logger = self.logger
         func session() async throws -> PeerSession {
-            let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!)
+            let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(own("inventory"))")!)
             return PeerSession(transport: connection, shared: shared, role: .active, remoteDatabase: "inventory", logger: logger)
         }
 
@@ -266,7 +276,7 @@ import FerryTesting
         #expect(try FerryProcess.ferry(["init", target]).status == 0)
         let listener = try await serve(source, database: "inventory", firstMessageWithin: .milliseconds(300))
         for peerProtocol in [PeerProtocol.ferry, .cbl] {
-            let silent = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/inventory")!, protocol: peerProtocol)
+            let silent = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(own("inventory"))")!, protocol: peerProtocol)
             let start = ContinuousClock.now
             // Bounded: without the limit, the listener would never close it.
             let closed = await withTaskGroup(of: CloseReason?.self) { group in
@@ -296,7 +306,7 @@ import FerryTesting
     @Test(.timeLimit(.minutes(1))) func aCouchbaseLitePeerThatNeverAnswersIsLeftAtTheLimit() async throws {
         let tmp = TemporaryDirectory()
         let (listener, taken, shared) = try await mute(into: tmp.appending("copy"))
-        var configuration = ReplicatorConfiguration(url: "ws://127.0.0.1:\(listener.port)/inventory", remoteDatabase: "inventory")
+        var configuration = ReplicatorConfiguration(url: "ws://127.0.0.1:\(listener.port)/\(own("inventory"))", remoteDatabase: "inventory")
         configuration.direction = .pull
         configuration.maxAttempts = 1
         configuration.silenceLimit = .milliseconds(300)
