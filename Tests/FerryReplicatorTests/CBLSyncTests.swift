@@ -254,4 +254,52 @@ import FerryTesting
         #expect(sent["nul"]?.profile == "norev" && sent["nul"]?.properties["reason"]?.contains(#""_\u0000" begins with _"#) == true,
                 "\(String(describing: sent["nul"]))")
     }
+    /// Couchbase Lite is announced each document at its leaves only, as Sync Gateway does: a
+    /// document edited twice since it was created goes once, at its current revision, with
+    /// the two before it as history; a deleted one at its deletion. A Couchbase Lite app that
+    /// holds an edit of its own would otherwise see a conflict for each revision in between.
+    @Test func couchbaseLiteIsAnnouncedEachDocumentAtItsLeavesOnly() async throws {
+        let served = try serve(["list.json": #"{"v": 1}"#, "gone.json": #"{"v": 1}"#, "once.json": #"{"v": 1}"#])
+        let (folder, shared, peer) = (served.folder, served.shared, served.peer)
+        let list = try DocumentID("list.json"), gone = try DocumentID("gone.json")
+        for v in [2, 3] {
+            try Data(#"{"v": \#(v)}"#.utf8).write(to: URL(fileURLWithPath: folder + "/list.json"))
+            _ = try await shared.perform { try $0.ingest(list) }
+        }
+        try FileManager.default.removeItem(atPath: folder + "/gone.json")
+        _ = try await shared.perform { try $0.ingest(gone) }
+        let (history, current) = try #require(await shared.perform { store in
+            store.index[list].flatMap { tree in tree.current.map { (tree.history(of: $0.rev), $0.rev) } }
+        })
+        #expect(history.count == 3)
+        try peer.send(.request(profile: "subChanges"))
+        var announced: [String] = []
+        var sent: [String: BLIPMessage] = [:]
+        while sent.count < 3, let message = try await peer.receive() {
+            guard message.type == .request else { continue }
+            switch message.profile {
+            case "changes":
+                let rows = try JSONParser.parse(message.body).arrayValue ?? []
+                announced += rows.compactMap { row in row.arrayValue.map { "\($0[1].stringValue ?? "?")@\($0[2].stringValue ?? "?")" } }
+                // The live ones wanted, with no known ancestors.
+                if !message.flags.contains(.noReply) {
+                    try peer.send(.response(to: message, body: JSONValue.array(rows.map { _ in .array([]) }).canonicalBytes))
+                }
+            case "rev":
+                sent[message.properties["id"] ?? "?"] = message
+                if !message.flags.contains(.noReply) { try peer.send(.response(to: message)) }
+            default:
+                continue
+            }
+        }
+        await served.end()
+        let leaves = try await shared.perform { store in
+            try ["gone.json", "list.json", "once.json"].map { name in "\(name.dropLast(5))@\(try #require(store.index[try DocumentID(name)]?.current?.rev))" }
+        }
+        #expect(announced.sorted() == leaves, "\(announced)")
+        #expect(sent["list"]?.properties["rev"] == current.description)
+        #expect(sent["list"]?.properties["history"] == history.dropFirst().map(\.description).joined(separator: ","),
+                "\(String(describing: sent["list"]?.properties))")
+        #expect(sent["list"]?.body == Array(#"{"v":3}"#.utf8))
+    }
 }

@@ -59,6 +59,37 @@ import FerryTesting
         #expect(pages(limit: 1) == [[1], [2], [3, 3], [4], [5]])
     }
 
+    /// Couchbase Lite's feed (`leavesOnly`) lists the revisions without children: each
+    /// document's current one, and after a conflict both the merge and the deletion closing
+    /// the losing branch, never a revision in between. A page lists them as of the pass's
+    /// end; once the log has grown past it, every revision (one that has a child now may
+    /// have had none then).
+    @Test func theLeavesOnlyFeedListsTheRevisionsWithoutChildren() throws {
+        let f = try TestFolder()
+        let a = try f.doc("a.json"), b = try f.doc("b.json")
+        try f.store.recordLocalJSON(a, ["v": 1])    // seq 1
+        try f.store.recordLocalJSON(b, ["v": 1])    // seq 2
+        try f.store.recordLocalJSON(a, ["v": 2])    // seq 3
+        try f.store.recordLocalJSON(b, ["v": 2])    // seq 4
+        try f.store.recordLocalJSON(a, ["v": 3])    // seq 5
+        #expect(f.store.changes(since: 0, leavesOnly: true).map(\.seq) == [4, 5])
+        #expect(f.store.changeCount(since: 0, leavesOnly: true) == 2)
+        #expect(f.store.changes(since: 0, docIDs: [b], leavesOnly: true).map(\.seq) == [4])
+        #expect(f.store.changesPage(since: 0, through: 5, limit: 10, leavesOnly: true).revisions.map(\.seq) == [4, 5])
+        #expect(f.store.changesPage(since: 0, through: 3, limit: 10, leavesOnly: true).revisions.map(\.seq) == [1, 2, 3])
+
+        // Two peers' edits of c's first revision: a conflict, closed at once by a merge and
+        // a deletion of the losing branch.
+        let c = try f.doc("c.json")
+        let root = Made.root(c, ["v": 1])
+        _ = try root.apply(to: f.store)    // seq 6
+        _ = try root.child(["v": 1, "x": 1]).apply(to: f.store)    // seq 7
+        let closing = try root.child(["v": 1, "y": 1]).apply(to: f.store)    // seq 8, 9, 10
+        #expect(closing.count == 3 && closing[1].merged != nil && closing[2].deleted, "\(closing)")
+        #expect(f.store.changes(since: 5, leavesOnly: true).map(\.rev) == closing.dropFirst().map(\.rev))
+        #expect(f.store.changes(since: 0, leavesOnly: true).map(\.seq) == [4, 5] + closing.dropFirst().map(\.seq))
+    }
+
     /// The feed names a revision by its sequence and document: each is found in its tree, for
     /// documents with one revision, a few, or a long history (looked up through a map), edited
     /// by turns; and a damaged log that gives one document two lines of one sequence still

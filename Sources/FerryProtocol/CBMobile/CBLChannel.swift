@@ -38,6 +38,9 @@ public final class CBLChannel: ReplicationChannel {
     /// Couchbase Lite's passive side answers a second `subChanges` on a connection without
     /// ever sending its changes (seen against LiteCore 3.0), so each round gets a connection.
     public var resubscribes: Bool { false }
+    /// Only leaves: Couchbase Lite stores each revision it is sent, and reports one that
+    /// arrives beside a revision of its own as a conflict, to the app.
+    public var announcesIntermediateRevisions: Bool { false }
 
     /// This side's role.
     public let role: Role

@@ -56,6 +56,11 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// Couchbase Lite's passive side serves one subscription per connection, so a later
     /// round of a one-shot replication needs a new connection).
     var resubscribes: Bool { get }
+    /// True when the peer is announced every revision after its checkpoint, intermediate
+    /// ones too (ferry: peers hold the same histories); false when only the revisions without
+    /// children are (Couchbase Lite, whose apps see each revision that arrives beside one of
+    /// their own as a conflict; Sync Gateway announces each document once).
+    var announcesIntermediateRevisions: Bool { get }
 }
 
 extension ReplicationChannel {
@@ -64,6 +69,9 @@ extension ReplicationChannel {
 
     /// ferry's own channels re-subscribe.
     public var resubscribes: Bool { true }
+
+    /// ferry's own channels carry whole histories.
+    public var announcesIntermediateRevisions: Bool { true }
 }
 
 /// Something the peer did that the replication logic must handle.

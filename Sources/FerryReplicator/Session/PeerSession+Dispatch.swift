@@ -46,7 +46,8 @@ extension PeerSession {
             // How many changes the first pass will announce, so the subscriber's progress bar
             // has its total from the start (docs/protocol.md, subChanges).
             let filter = docIDs.map(Set.init)
-            let count = await shared.perform { store in store.changeCount(since: since, docIDs: filter) }
+            let leavesOnly = !channel.announcesIntermediateRevisions
+            let count = await shared.perform { store in store.changeCount(since: since, docIDs: filter, leavesOnly: leavesOnly) }
             await respond(handle, .subscribed(count: count))
             await serveChanges(since: since, continuous: continuous, docIDs: filter)
         case .changes(let entries):

@@ -52,7 +52,8 @@ extension PeerSession {
     /// Longest pause between two attempts to send changes the peer could not store.
     static let changesRetryCeiling = Duration.seconds(4)
 
-    /// Announces every current revision after `since` in batches, sends the ones the peer
+    /// Announces the revisions after `since` in batches (every one to a ferry peer, those
+    /// without children to Couchbase Lite: `announcesIntermediateRevisions`), sends the ones the peer
     /// wants (pipelined: a batch's revisions go out together and their answers are awaited
     /// together), then says "caught up" (an empty `changes`) unless it announced nothing and
     /// said so already. Continuous: then waits for the log to grow and goes on, until the
@@ -68,14 +69,15 @@ extension PeerSession {
         // that announces nothing (the log grew by revisions this connection delivered) need
         // not tell it again, which spares the peer a message and its store a look per edit.
         var caughtUpTold = false
+        let leavesOnly = !channel.announcesIntermediateRevisions
         while !closed {
             let from = cursor
             // The count, the pass's end and its first page in one call on the store's thread
             // (a pass after one edit needs no other).
             let (total, passEnd, firstPage) = await shared.perform { store in
                 let end = store.index.lastSeq
-                return (store.changeCount(since: from, docIDs: docIDs), end,
-                        store.changesPage(since: from, through: end, limit: Self.changesPageSize, docIDs: docIDs))
+                return (store.changeCount(since: from, docIDs: docIDs, leavesOnly: leavesOnly), end,
+                        store.changesPage(since: from, through: end, limit: Self.changesPageSize, docIDs: docIDs, leavesOnly: leavesOnly))
             }
             // This side's own count: its progress total (the peer's, on a pull it serves, came
             // with the answer to `subChanges`).
@@ -98,7 +100,7 @@ extension PeerSession {
                 while next == nil, start < page.count || pageFrom != nil {
                     if start >= page.count, let since = pageFrom {
                         (page, pageFrom) = await shared.perform { store in
-                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs)
+                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs, leavesOnly: leavesOnly)
                         }
                         start = 0
                         continue

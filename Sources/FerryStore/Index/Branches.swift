@@ -85,6 +85,9 @@ struct Branches: Sendable {
         for p in stored.indices { body(node(at: Int32(p))) }
     }
 
+    /// True when `rev` is known and has no children.
+    func isLeaf(_ rev: RevisionID) -> Bool { position(of: rev).map(leaves.contains) ?? false }
+
     /// The nodes of the leaves, in no particular order.
     var leafNodes: [RevisionNode] { leaves.map(node(at:)) }
 

@@ -177,6 +177,15 @@ public struct RevisionTree: Sendable {
         }
     }
 
+    /// True when `rev` is known and has no children.
+    public func isLeaf(_ rev: RevisionID) -> Bool {
+        switch shape {
+        case .empty: return false
+        case .one(let n): return n.value.rev == rev
+        case .many(let b): return b.value.isLeaf(rev)
+        }
+    }
+
     /// The winning leaf's node.
     public var current: RevisionNode? {
         switch shape {
