@@ -137,6 +137,32 @@ import FerryTesting
         return ServedFolder(tmp: tmp, folder: folder, shared: shared, channel: channel, peer: BLIPPeer(theirs), serving: Task { await session.run() })
     }
 
+    /// Plays a Couchbase Lite puller on `peer`: subscribes, wants each revision announced (with
+    /// no known ancestors) and acknowledges each `rev` or `norev`, until `count` of them came.
+    /// Returns the `doc@rev`s announced and the last `rev` or `norev` of each document id.
+    func pullEverything(from peer: BLIPPeer, until count: Int) async throws -> (announced: [String], sent: [String: BLIPMessage]) {
+        try peer.send(.request(profile: "subChanges"))
+        var announced: [String] = []
+        var sent: [String: BLIPMessage] = [:]
+        while sent.count < count, let message = try await peer.receive() {
+            guard message.type == .request else { continue }
+            switch message.profile {
+            case "changes":
+                let rows = try JSONParser.parse(message.body).arrayValue ?? []
+                announced += rows.compactMap { row in row.arrayValue.map { "\($0[1].stringValue ?? "?")@\($0[2].stringValue ?? "?")" } }
+                if !message.flags.contains(.noReply) {
+                    try peer.send(.response(to: message, body: JSONValue.array(rows.map { _ in .array([]) }).canonicalBytes))
+                }
+            case "rev", "norev":
+                sent[message.properties["id"] ?? "?"] = message
+                if !message.flags.contains(.noReply) { try peer.send(.response(to: message)) }
+            default:
+                continue
+            }
+        }
+        return (announced, sent)
+    }
+
     /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and
     /// nothing written; what a path cannot hold is escaped inside the folder, never outside.
     @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
@@ -228,25 +254,7 @@ import FerryTesting
             // A NUL in the name: the reason must still go out (a BLIP property cannot hold a NUL).
             "nul.json": #"{"_\u0000": 1}"#,
         ])
-        let peer = served.peer
-        try peer.send(.request(profile: "subChanges"))
-        var sent: [String: BLIPMessage] = [:]
-        while sent.count < 3, let message = try await peer.receive() {
-            guard message.type == .request else { continue }
-            switch message.profile {
-            case "changes":
-                // Both wanted, with no known ancestors.
-                let rows = try JSONParser.parse(message.body).arrayValue ?? []
-                if !message.flags.contains(.noReply) {
-                    try peer.send(.response(to: message, body: JSONValue.array(rows.map { _ in .array([]) }).canonicalBytes))
-                }
-            case "rev", "norev":
-                sent[message.properties["id"] ?? "?"] = message
-                if !message.flags.contains(.noReply) { try peer.send(.response(to: message)) }
-            default:
-                continue
-            }
-        }
+        let (_, sent) = try await pullEverything(from: served.peer, until: 3)
         await served.end()
         #expect(sent["plain"]?.profile == "rev" && sent["plain"]?.body == Array(#"{"meta":{"_x":1}}"#.utf8), "\(String(describing: sent["plain"]))")
         #expect(sent["hidden"]?.profile == "norev" && sent["hidden"]?.properties["error"] == "422", "\(String(describing: sent["hidden"]))")
@@ -254,6 +262,7 @@ import FerryTesting
         #expect(sent["nul"]?.profile == "norev" && sent["nul"]?.properties["reason"]?.contains(#""_\u0000" begins with _"#) == true,
                 "\(String(describing: sent["nul"]))")
     }
+
     /// Couchbase Lite is announced each document at its leaves only, as Sync Gateway does: a
     /// document edited twice since it was created goes once, at its current revision, with
     /// the two before it as history; a deleted one at its deletion. A Couchbase Lite app that
@@ -272,26 +281,7 @@ import FerryTesting
             store.index[list].flatMap { tree in tree.current.map { (tree.history(of: $0.rev), $0.rev) } }
         })
         #expect(history.count == 3)
-        try peer.send(.request(profile: "subChanges"))
-        var announced: [String] = []
-        var sent: [String: BLIPMessage] = [:]
-        while sent.count < 3, let message = try await peer.receive() {
-            guard message.type == .request else { continue }
-            switch message.profile {
-            case "changes":
-                let rows = try JSONParser.parse(message.body).arrayValue ?? []
-                announced += rows.compactMap { row in row.arrayValue.map { "\($0[1].stringValue ?? "?")@\($0[2].stringValue ?? "?")" } }
-                // The live ones wanted, with no known ancestors.
-                if !message.flags.contains(.noReply) {
-                    try peer.send(.response(to: message, body: JSONValue.array(rows.map { _ in .array([]) }).canonicalBytes))
-                }
-            case "rev":
-                sent[message.properties["id"] ?? "?"] = message
-                if !message.flags.contains(.noReply) { try peer.send(.response(to: message)) }
-            default:
-                continue
-            }
-        }
+        let (announced, sent) = try await pullEverything(from: peer, until: 3)
         await served.end()
         let leaves = try await shared.perform { store in
             try ["gone.json", "list.json", "once.json"].map { name in "\(name.dropLast(5))@\(try #require(store.index[try DocumentID(name)]?.current?.rev))" }

@@ -22,16 +22,18 @@ import FerryTesting
         #expect(f.store.changes(since: 5).isEmpty)
     }
 
+    /// A folder where a.json has revisions at sequences 1, 3 and 5, and b.json at 2 and 4.
+    func twoDocumentsEditedByTurns() throws -> (TestFolder, DocumentID, DocumentID) {
+        let f = try TestFolder()
+        let a = try f.doc("a.json"), b = try f.doc("b.json")
+        for (doc, v) in [(a, 1), (b, 1), (a, 2), (b, 2), (a, 3)] { try f.store.recordLocalJSON(doc, ["v": .int(v)]) }
+        return (f, a, b)
+    }
+
     /// A sender reads the feed a page at a time: the pages list what `changes` lists, up to
     /// the pass's last sequence, and never cut a sequence in two (a damaged log can repeat one).
     @Test func changesPagesListTheFeedInOrderWithoutCuttingASequence() throws {
-        let f = try TestFolder()
-        let a = try f.doc("a.json"), b = try f.doc("b.json")
-        try f.store.recordLocalJSON(a, ["v": 1])    // seq 1
-        try f.store.recordLocalJSON(b, ["v": 1])    // seq 2
-        try f.store.recordLocalJSON(a, ["v": 2])    // seq 3
-        try f.store.recordLocalJSON(b, ["v": 2])    // seq 4
-        try f.store.recordLocalJSON(a, ["v": 3])    // seq 5
+        let (f, _, b) = try twoDocumentsEditedByTurns()
         func pages(limit: Int, through: Int = .max, docIDs: Set<DocumentID>? = nil) -> [[Int]] {
             var out: [[Int]] = []
             var since: Int? = 0
@@ -65,13 +67,7 @@ import FerryTesting
     /// end; once the log has grown past it, every revision (one that has a child now may
     /// have had none then).
     @Test func theLeavesOnlyFeedListsTheRevisionsWithoutChildren() throws {
-        let f = try TestFolder()
-        let a = try f.doc("a.json"), b = try f.doc("b.json")
-        try f.store.recordLocalJSON(a, ["v": 1])    // seq 1
-        try f.store.recordLocalJSON(b, ["v": 1])    // seq 2
-        try f.store.recordLocalJSON(a, ["v": 2])    // seq 3
-        try f.store.recordLocalJSON(b, ["v": 2])    // seq 4
-        try f.store.recordLocalJSON(a, ["v": 3])    // seq 5
+        let (f, _, b) = try twoDocumentsEditedByTurns()
         #expect(f.store.changes(since: 0, leavesOnly: true).map(\.seq) == [4, 5])
         #expect(f.store.changeCount(since: 0, leavesOnly: true) == 2)
         #expect(f.store.changes(since: 0, docIDs: [b], leavesOnly: true).map(\.seq) == [4])
