@@ -105,7 +105,9 @@ import FerryCore
         #expect(entries[0] == ProposedChange(doc: try DocumentID("a1.json"), rev: try RevisionID("1-52c4e4f222e3484064ad05da9d859ae2d29b88fd"), parent: nil, bodySize: 90))
         #expect(entries[1].parent == (try RevisionID("1-23f32bd784f2694ecda625e2814408789e93114b")))
         func body(_ answers: [ProposeAnswer]) -> String? {
-            guard case let .success((_, b)) = CBLResponses.encode(.proposeChanges(answers), kept: kept, total: total) else { return nil }
+            guard case let .success((p, b)) = CBLResponses.encode(.proposeChanges(answers), kept: kept, total: total) else { return nil }
+            // Whole histories, as for `changes` (LiteCore's default is 20 revisions).
+            #expect(p["maxHistory"] == "10000")
             return String(decoding: b, as: UTF8.self)
         }
         #expect(body([.send, .send]) == "[]")

@@ -267,7 +267,10 @@ import FerryTesting
     /// document edited twice since it was created goes once, at its current revision, with
     /// the two before it as history; a deleted one at its deletion. A Couchbase Lite app that
     /// holds an edit of its own would otherwise see a conflict for each revision in between.
-    @Test func couchbaseLiteIsAnnouncedEachDocumentAtItsLeavesOnly() async throws {
+    /// A client whose checkpoints name a ferry folder (`pull:<id>`) is a ferry replicator over
+    /// Couchbase Lite's protocol, and is announced every revision, as over ferry/1.
+    @Test(arguments: [nil, "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc=", "pull:laptop-7f3a"])
+    func couchbaseLiteIsAnnouncedEachDocumentAtItsLeavesOnly(checkpointClient: String?) async throws {
         let served = try serve(["list.json": #"{"v": 1}"#, "gone.json": #"{"v": 1}"#, "once.json": #"{"v": 1}"#])
         let (folder, shared, peer) = (served.folder, served.shared, served.peer)
         let list = try DocumentID("list.json"), gone = try DocumentID("gone.json")
@@ -281,10 +284,19 @@ import FerryTesting
             store.index[list].flatMap { tree in tree.current.map { (tree.history(of: $0.rev), $0.rev) } }
         })
         #expect(history.count == 3)
+        if let checkpointClient { try peer.send(.request(profile: "getCheckpoint", properties: ["client": checkpointClient])) }
         let (announced, sent) = try await pullEverything(from: peer, until: 3)
         await served.end()
-        let leaves = try await shared.perform { store in
-            try ["gone.json", "list.json", "once.json"].map { name in "\(name.dropLast(5))@\(try #require(store.index[try DocumentID(name)]?.current?.rev))" }
+        let (leaves, everyRevision) = try await shared.perform { store in
+            try ["gone.json", "list.json", "once.json"].reduce(into: ([String](), [String]())) { lists, name in
+                let tree = try #require(store.index[try DocumentID(name)])
+                lists.0.append("\(name.dropLast(5))@\(try #require(tree.current?.rev))")
+                lists.1 += tree.history(of: try #require(tree.current?.rev)).map { "\(name.dropLast(5))@\($0)" }
+            }
+        }
+        guard checkpointClient?.hasPrefix("pull:") != true else {
+            #expect(announced.count == 6 && Set(announced) == Set(everyRevision), "\(announced)")
+            return
         }
         #expect(announced.sorted() == leaves, "\(announced)")
         #expect(sent["list"]?.properties["rev"] == current.description)

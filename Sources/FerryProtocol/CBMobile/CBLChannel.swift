@@ -38,9 +38,12 @@ public final class CBLChannel: ReplicationChannel {
     /// Couchbase Lite's passive side answers a second `subChanges` on a connection without
     /// ever sending its changes (seen against LiteCore 3.0), so each round gets a connection.
     public var resubscribes: Bool { false }
-    /// Only leaves: Couchbase Lite stores each revision it is sent, and reports one that
-    /// arrives beside a revision of its own as a conflict, to the app.
-    public var announcesIntermediateRevisions: Bool { false }
+    /// Only leaves to a Couchbase Lite client: it stores each revision it is sent, and reports
+    /// one that arrives beside a revision of its own as a conflict, to the app. Every revision
+    /// to a ferry replicator (its checkpoints name its folder), whose folder must hold the same
+    /// histories as this one, and from the active side, which cannot tell a ferry listener
+    /// from a Couchbase Lite one.
+    public var announcesIntermediateRevisions: Bool { role == .active || state.withLock { $0.peerIsFerryReplicator } }
 
     /// This side's role.
     public let role: Role

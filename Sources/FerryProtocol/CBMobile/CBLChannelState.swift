@@ -98,6 +98,8 @@ struct CBLChannelState {
     /// Which document named a blob (3.x sends `docID` with `getAttachment`).
     var docOfBlob: [CBLBlobDigest: String] = [:]
     var remotePeer: String?
+    /// True once a checkpoint request named a ferry replicator (`CBLPeerID.ferryFolder`).
+    var peerIsFerryReplicator = false
     var ended = false
     var refusal: String?
     var traffic = ChannelTraffic()
@@ -137,6 +139,7 @@ struct CBLChannelState {
         guard remotePeer == nil else { return }
         switch request {
         case .getCheckpoint(let client)?, .setCheckpoint(let client, _, _)?:
+            peerIsFerryReplicator = CBLPeerID.ferryFolder(inCheckpointClient: client) != nil
             remotePeer = CBLPeerID.from(checkpointClient: client)
         default:
             remotePeer = CBLPeerID.unknown

@@ -35,11 +35,17 @@ public enum CBLPeerID {
     /// `cp-<base64 of a SHA-1>`, a function of its database and replication) gives `cbl-` and
     /// 32 hex digits of the client's SHA-256.
     public static func from(checkpointClient client: String) -> String {
+        ferryFolder(inCheckpointClient: client) ?? "cbl-" + BlobDigest.of(Array(client.utf8)).hex.prefix(32)
+    }
+
+    /// The folder id a ferry replicator's checkpoint `client` names (`pull:<folder id>` or
+    /// `push:<folder id>`); nil for any other client (Couchbase Lite's).
+    public static func ferryFolder(inCheckpointClient client: String) -> String? {
         for prefix in ["pull:", "push:"] where client.hasPrefix(prefix) {
             let id = String(client.dropFirst(prefix.count).prefix { $0 != ":" })
             if isValid(id) { return id }
         }
-        return "cbl-" + BlobDigest.of(Array(client.utf8)).hex.prefix(32)
+        return nil
     }
 
     /// The peer id of the listener at `url`, for the active side (a Couchbase Lite listener

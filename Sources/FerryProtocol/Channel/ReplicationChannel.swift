@@ -57,9 +57,10 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// round of a one-shot replication needs a new connection).
     var resubscribes: Bool { get }
     /// True when the peer is announced every revision after its checkpoint, intermediate
-    /// ones too (ferry: peers hold the same histories); false when only the revisions without
-    /// children are (Couchbase Lite, whose apps see each revision that arrives beside one of
-    /// their own as a conflict; Sync Gateway announces each document once).
+    /// ones too (a ferry peer: synced folders hold the same histories); false when only the
+    /// revisions without children are (a Couchbase Lite client, whose app sees each revision
+    /// that arrives beside one of its own as a conflict; Sync Gateway announces each document
+    /// once). Asked when a pass begins.
     var announcesIntermediateRevisions: Bool { get }
 }
 

@@ -53,7 +53,7 @@ extension PeerSession {
     static let changesRetryCeiling = Duration.seconds(4)
 
     /// Announces the revisions after `since` in batches (every one to a ferry peer, those
-    /// without children to Couchbase Lite: `announcesIntermediateRevisions`), sends the ones the peer
+    /// without children to a Couchbase Lite client: `announcesIntermediateRevisions`), sends the ones the peer
     /// wants (pipelined: a batch's revisions go out together and their answers are awaited
     /// together), then says "caught up" (an empty `changes`) unless it announced nothing and
     /// said so already. Continuous: then waits for the log to grow and goes on, until the
@@ -69,9 +69,9 @@ extension PeerSession {
         // that announces nothing (the log grew by revisions this connection delivered) need
         // not tell it again, which spares the peer a message and its store a look per edit.
         var caughtUpTold = false
-        let leavesOnly = !channel.announcesIntermediateRevisions
         while !closed {
             let from = cursor
+            let leavesOnly = !channel.announcesIntermediateRevisions
             // The count, the pass's end and its first page in one call on the store's thread
             // (a pass after one edit needs no other).
             let (total, passEnd, firstPage) = await shared.perform { store in

@@ -88,6 +88,9 @@ struct Branches: Sendable {
     /// True when `rev` is known and has no children.
     func isLeaf(_ rev: RevisionID) -> Bool { position(of: rev).map(leaves.contains) ?? false }
 
+    /// The highest sequence of a node (0 while none has a log line).
+    var newestSeq: Int { newestPosition < 0 ? 0 : stored[Int(newestPosition)].seq }
+
     /// The nodes of the leaves, in no particular order.
     var leafNodes: [RevisionNode] { leaves.map(node(at:)) }
 

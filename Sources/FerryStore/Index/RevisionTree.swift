@@ -186,6 +186,15 @@ public struct RevisionTree: Sendable {
         }
     }
 
+    /// The highest sequence of its revisions' log lines (0 when none has one).
+    public var newestSeq: Int {
+        switch shape {
+        case .empty: return 0
+        case .one(let n): return n.value.seq
+        case .many(let b): return b.value.newestSeq
+        }
+    }
+
     /// The winning leaf's node.
     public var current: RevisionNode? {
         switch shape {

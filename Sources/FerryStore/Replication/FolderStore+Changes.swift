@@ -24,28 +24,27 @@ public struct RecordedRevision: Sendable, Equatable {
 
 extension FolderStore {
     /// Revisions recorded after `since`, in sequence order, at most `limit`, optionally only
-    /// those of `docIDs`. Every revision travels, not only each document's current one:
+    /// those of `docIDs`. Every revision travels to a ferry peer, not only each document's current one:
     /// intermediate edits, losing branches, merges and the deletions that close branches, so
     /// that peers that have synced hold the same histories (`ferry log`, `show DOC@REV` and
     /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
     /// sequence order lists every revision after its ancestors. With `leavesOnly`, only the
-    /// revisions without children are listed (what a Couchbase Lite peer is sent): a
-    /// document's current revision, its open conflicts and the deletions that closed them.
+    /// revisions without children are listed (what a Couchbase Lite client is sent): a
+    /// document's current revision, its open conflicts, and the merges and the deletions that
+    /// closed them.
     public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil, leavesOnly: Bool = false) -> [RecordedRevision] {
-        Array(recorded(since: since, docIDs: docIDs, leavesOnly: leavesOnly).prefix(limit).map(Self.recordedRevision))
+        Array(recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? index.lastSeq : nil).prefix(limit).map(Self.recordedRevision))
     }
 
     /// One page of `changes`: the revisions after `since` and up to `through`, `limit` of them
     /// (more only to end with a whole sequence); `next` is the `since` of the following page, nil
     /// when this one is the last. A sender pages through a large folder instead of holding
-    /// every revision it will announce at once. `leavesOnly` as for `changes`, as of `through`:
-    /// once the log has grown past it, a revision that has a child now may have had none then,
-    /// and the page lists every revision (the child is in the next pass, which a one-shot
-    /// sync does not make).
+    /// every revision it will announce at once. `leavesOnly` as for `changes`, as of `through`
+    /// (`recorded`).
     public func changesPage(since: Int, through: Int, limit: Int, docIDs: Set<DocumentID>? = nil,
                             leavesOnly: Bool = false) -> (revisions: [RecordedRevision], next: Int?) {
         var page: [RecordedRevision] = []
-        for e in recorded(since: since, docIDs: docIDs, leavesOnly: leavesOnly && index.lastSeq <= through) {
+        for e in recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? through : nil) {
             if e.seq > through { break }
             // A damaged log can repeat a sequence: a page never cuts one in two (the next page
             // starts after it), so it ends only where the sequence changes.
@@ -61,23 +60,30 @@ extension FolderStore {
                          origin: node.origin, object: node.object, author: node.author, pack: node.pack)
     }
 
-    /// How many revisions `changes(since:docIDs:)` would list, counted without building them:
+    /// How many revisions `changes(since:docIDs:leavesOnly:)` would list, counted without building them:
     /// the total a sender announces on `subChanges`, so the subscriber's progress bar knows it
     /// from the start.
     public func changeCount(since: Int, docIDs: Set<DocumentID>? = nil, leavesOnly: Bool = false) -> Int {
-        recorded(since: since, docIDs: docIDs, leavesOnly: leavesOnly).reduce(0) { count, _ in count + 1 }
+        recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? index.lastSeq : nil).reduce(0) { count, _ in count + 1 }
     }
 
-    /// The feed's entries after `since` (of `docIDs` only, if given; without children only,
-    /// with `leavesOnly`) with their nodes, lazily: what `changes` lists and `changeCount` counts.
-    private func recorded(since: Int, docIDs: Set<DocumentID>?, leavesOnly: Bool) -> some Sequence<FeedRevision> {
+    /// The feed's entries after `since` (of `docIDs` only, if given) with their nodes, lazily:
+    /// what `changes` lists and `changeCount` counts. With `leavesAsOf`, only the revisions
+    /// that had no children once the log reached that sequence: those without children now,
+    /// and every revision of a document recorded since (a child recorded after it may be the
+    /// only one; leaving its parent out would leave the document out of a one-shot pass).
+    private func recorded(since: Int, docIDs: Set<DocumentID>?, leavesAsOf: Int?) -> some Sequence<FeedRevision> {
         index.buildFeed()
         let index = self.index
         let lookup = SequenceLookup(index: index)
         return index.feed(after: since).lazy.compactMap { e in
             let doc = index.document(of: e)
             if let docIDs, !docIDs.contains(doc) { return nil }
-            guard let node = lookup.node(e), !leavesOnly || index.tree(of: e).isLeaf(node.rev) else { return nil }
+            guard let node = lookup.node(e) else { return nil }
+            if let leavesAsOf {
+                let tree = index.tree(of: e)
+                guard tree.isLeaf(node.rev) || tree.newestSeq > leavesAsOf else { return nil }
+            }
             return FeedRevision(seq: e.seq, doc: doc, node: node)
         }
     }
