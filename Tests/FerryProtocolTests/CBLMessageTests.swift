@@ -81,7 +81,7 @@ import FerryCore
         // The answer, in the message's positions (the empty id's entry: not wanted).
         guard case let .success((props, body)) = CBLResponses.encode(.changes([.wanted(knownAncestors: []), .notWanted, .wanted(knownAncestors: [rev])], maxHistory: nil), kept: kept, total: total)
         else { Issue.record("no answer"); return }
-        #expect(props["maxHistory"] == "10000" && props["blobs"] == "true" && props["deltas"] == nil)
+        #expect(props["maxHistory"] == "1000" && props["blobs"] == "true" && props["deltas"] == nil)
         #expect(String(decoding: body, as: UTF8.self) == #"[[],0,["1-99831a102d63d52b29240d40daad4772aea93cc8"],0]"#)
 
         // The peer's answer to ferry's changes (as 2.8 answers: `[[]]`, `[]`, known revs).
@@ -106,8 +106,8 @@ import FerryCore
         #expect(entries[1].parent == (try RevisionID("1-23f32bd784f2694ecda625e2814408789e93114b")))
         func body(_ answers: [ProposeAnswer]) -> String? {
             guard case let .success((p, b)) = CBLResponses.encode(.proposeChanges(answers), kept: kept, total: total) else { return nil }
-            // Whole histories, as for `changes` (LiteCore's default is 20 revisions).
-            #expect(p["maxHistory"] == "10000")
+            // As long histories as a message holds, as for `changes` (LiteCore's default is 20).
+            #expect(p["maxHistory"] == "1000")
             return String(decoding: b, as: UTF8.self)
         }
         #expect(body([.send, .send]) == "[]")
@@ -150,6 +150,19 @@ import FerryCore
         guard case .rev(let fileRev) = CBLRequestDecoding.decode(file, limits: limits),
               case .rev(_, _, _, 9, .blob(let ref), _, _) = try fileRev.resolve(aliases) else { Issue.record("file not decoded"); return }
         #expect(ref.digest == sha256 && ref.length == 1024)
+
+        // A history of the longest ids ferry reads, longer than a message's properties hold:
+        // cut to 1,000 ids, parent first, and the message still encodes and decodes.
+        let digest = String(repeating: "ab", count: 32)
+        let longest = try (0...5_000).map { try RevisionID("\(RevisionID.generationLimit - 1 - $0)-\(digest)") }
+        let deep = try CBLRequestEncoding.encode(.rev(doc: try DocumentID("deep.json"), rev: longest[0], history: Array(longest.dropFirst()),
+                                                      sequence: 10, body: .json(["n": 1])), aliases: aliases)
+        let ids = deep.properties["history"]?.split(separator: ",").map(String.init) ?? []
+        #expect(ids.count == 1_000)
+        #expect(ids.first == longest[1].description && ids.last == longest[1_000].description)
+        #expect(throws: Never.self) { try deep.properties.encoded(limits: limits.blip) }
+        guard case .rev(let deepRev) = CBLRequestDecoding.decode(deep, limits: limits) else { Issue.record("deep not decoded"); return }
+        #expect(deepRev.history.count == 1_000)
     }
 
     @Test func hostileRevisionsAreRefused() {

@@ -130,6 +130,30 @@ final class BLIPPeer: @unchecked Sendable {
         #expect(byNumber[6]?.properties["rev"] == "1-cc" && byNumber[7]?.properties["rev"] == "2-cc")
     }
 
+    /// Who is announced every revision (`announcesIntermediateRevisions`): the listener the
+    /// active side dialed (a ferry listener cannot be told from a Couchbase Lite one) and a
+    /// client whose first request is a checkpoint request naming a ferry folder; not a
+    /// Couchbase Lite client, nor one whose first request is anything else.
+    @Test func everyRevisionGoesToFerryPeersOnly() async throws {
+        let dialed = CBLChannel(transport: LoopbackTransport.pair().0, role: .active, localPeer: "laptop", database: "db",
+                                aliases: InMemoryBlobDigestAliases(), remotePeer: "cbl-1234")
+        #expect(dialed.announcesIntermediateRevisions)
+        let firsts: [(BLIPMessage, Bool)] = [
+            (req("getCheckpoint", ["client": "pull:laptop-7f3a"]), true),
+            (req("getCheckpoint", ["client": "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc="]), false),
+            (req("getCheckpoint", ["client": "push:not a folder id"]), false),
+            (req("subChanges"), false),
+        ]
+        for (first, everyRevision) in firsts {
+            let (ours, theirs) = LoopbackTransport.pair()
+            let channel = CBLChannel(transport: ours, role: .passive, localPeer: "desk", database: "db", aliases: InMemoryBlobDigestAliases())
+            #expect(!channel.announcesIntermediateRevisions)
+            try BLIPPeer(theirs).send(first)
+            guard case .request? = await channel.next() else { Issue.record("\(first.profile ?? "?") not read"); continue }
+            #expect(channel.announcesIntermediateRevisions == everyRevision, "\(first.properties)")
+        }
+    }
+
     /// The session's closes that ask a peer to come back (1001, 1011) reach Couchbase Lite as
     /// 4001, after which its replicator retries (it stops for good after 1001 or 1011); the
     /// others keep their code.

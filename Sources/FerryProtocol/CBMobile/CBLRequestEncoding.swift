@@ -5,6 +5,10 @@ enum CBLRequestEncoding {
     /// The property that carries a ferry merge's second parent (Couchbase Lite ignores
     /// properties it does not know, and has no merges of its own).
     static let mergedProperty = "ferryMerged"
+    /// The most revision ids one `rev`'s `history` carries: 1,000 of the longest ids ferry
+    /// reads (a 13-digit generation, 64 hex digits) fit in BLIP's 100 KiB of properties, which
+    /// both LiteCore and ferry refuse to exceed.
+    static let historyIDsPerMessage = 1_000
     /// What `subChanges` asks per `changes` message, as Couchbase Lite does.
     static let batch = 200
 
@@ -49,7 +53,9 @@ enum CBLRequestEncoding {
             return .request(profile: "proposeChanges", body: JSONValue.array(rows).canonicalBytes, flags: flags)
         case let .rev(doc, rev, history, sequence, body, merged, _):
             var properties: BLIPProperties = ["id": try CBLDocumentIDs.cblID(doc), "rev": rev.description, "sequence": String(sequence)]
-            if !history.isEmpty { properties["history"] = history.map(\.description).joined(separator: ",") }
+            // Cut to what BLIP's properties hold (Couchbase Lite's limit as ferry's); the
+            // peer takes the oldest id sent as a history cut short.
+            if !history.isEmpty { properties["history"] = history.prefix(Self.historyIDsPerMessage).map(\.description).joined(separator: ",") }
             var json: JSONValue = .object([:])
             switch body {
             case .deleted:

@@ -21,8 +21,9 @@ enum CBLAnswerKind: Sendable {
 
 /// Replies both ways: ferry's `Response` as Couchbase Lite's RES/ERR, and back.
 enum CBLResponses {
-    /// The `maxHistory` answered when the session names none: ferry wants whole histories.
-    static let defaultMaxHistory = 10_000
+    /// The `maxHistory` answered when the session names none: as long a history as one
+    /// message's properties can hold (`CBLRequestEncoding.historyIDsPerMessage`).
+    static let defaultMaxHistory = CBLRequestEncoding.historyIDsPerMessage
 
     /// An ERR for a ferry error: domain HTTP, as Couchbase Lite's replicator answers.
     static func error(status: Int, message: String) -> BLIPErrorReply {
@@ -72,7 +73,8 @@ enum CBLResponses {
             // Without it LiteCore sends at most 20 revisions of history, ending with the one
             // this side has, and leaves out those between: a revision 30 generations past what
             // ferry has came with a history that skipped ten, and was refused. With it, the
-            // history is whole (generations its tree pruned are filled in with made-up ids).
+            // history is whole up to that length (generations its tree pruned are filled in
+            // with made-up ids).
             return .success((["maxHistory": String(defaultMaxHistory)], JSONValue.array(codes.map { .int($0) }).canonicalBytes))
         case .hello, .attachment:
             return .failure(error(status: 500, message: "no BLIP form for this answer"))

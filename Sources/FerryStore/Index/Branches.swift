@@ -88,6 +88,19 @@ struct Branches: Sendable {
     /// True when `rev` is known and has no children.
     func isLeaf(_ rev: RevisionID) -> Bool { position(of: rev).map(leaves.contains) ?? false }
 
+    /// True when a child of `rev` has a log line after `rev`'s and at most `through` (one
+    /// recorded before it, a history cut short and linked later, is not looked for). The walk
+    /// stops at the first child: in a history, the next line of the document.
+    func hasChild(_ rev: RevisionID, recordedThrough through: Int) -> Bool {
+        guard let p = position(of: rev) else { return false }
+        var slot = firstSeqSlot(notBelow: stored[Int(p)].seq + 1)
+        while slot < bySeq.count, stored[Int(bySeq[slot])].seq <= through {
+            if parentLinks[Int(bySeq[slot])] == p { return true }
+            slot += 1
+        }
+        return false
+    }
+
     /// The highest sequence of a node (0 while none has a log line).
     var newestSeq: Int { newestPosition < 0 ? 0 : stored[Int(newestPosition)].seq }
 

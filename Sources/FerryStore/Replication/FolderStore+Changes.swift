@@ -70,8 +70,8 @@ extension FolderStore {
     /// The feed's entries after `since` (of `docIDs` only, if given) with their nodes, lazily:
     /// what `changes` lists and `changeCount` counts. With `leavesAsOf`, only the revisions
     /// that had no children once the log reached that sequence: those without children now,
-    /// and every revision of a document recorded since (a child recorded after it may be the
-    /// only one; leaving its parent out would leave the document out of a one-shot pass).
+    /// and, in a document recorded since, those whose children came later (leaving such a
+    /// parent out would leave the document out of a one-shot pass, which ends there).
     private func recorded(since: Int, docIDs: Set<DocumentID>?, leavesAsOf: Int?) -> some Sequence<FeedRevision> {
         index.buildFeed()
         let index = self.index
@@ -82,7 +82,7 @@ extension FolderStore {
             guard let node = lookup.node(e) else { return nil }
             if let leavesAsOf {
                 let tree = index.tree(of: e)
-                guard tree.isLeaf(node.rev) || tree.newestSeq > leavesAsOf else { return nil }
+                guard tree.isLeaf(node.rev) || (tree.newestSeq > leavesAsOf && !tree.hasChild(node.rev, recordedThrough: leavesAsOf)) else { return nil }
             }
             return FeedRevision(seq: e.seq, doc: doc, node: node)
         }
