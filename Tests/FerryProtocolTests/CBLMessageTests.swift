@@ -152,17 +152,22 @@ import FerryCore
         #expect(ref.digest == sha256 && ref.length == 1024)
 
         // A history of the longest ids ferry reads, longer than a message's properties hold:
-        // cut to 1,000 ids, parent first, and the message still encodes and decodes.
+        // cut to 1,000 ids, parent first, keeping the last (the revision the peer has, which
+        // links the branch); the message encodes, and ferry refuses the gap it leaves.
         let digest = String(repeating: "ab", count: 32)
         let longest = try (0...5_000).map { try RevisionID("\(RevisionID.generationLimit - 1 - $0)-\(digest)") }
         let deep = try CBLRequestEncoding.encode(.rev(doc: try DocumentID("deep.json"), rev: longest[0], history: Array(longest.dropFirst()),
                                                       sequence: 10, body: .json(["n": 1])), aliases: aliases)
         let ids = deep.properties["history"]?.split(separator: ",").map(String.init) ?? []
         #expect(ids.count == 1_000)
-        #expect(ids.first == longest[1].description && ids.last == longest[1_000].description)
+        #expect(ids.first == longest[1].description && ids[998] == longest[999].description && ids.last == longest[5_000].description)
         #expect(throws: Never.self) { try deep.properties.encoded(limits: limits.blip) }
-        guard case .rev(let deepRev) = CBLRequestDecoding.decode(deep, limits: limits) else { Issue.record("deep not decoded"); return }
-        #expect(deepRev.history.count == 1_000)
+        guard case .refused(let why) = CBLRequestDecoding.decode(deep, limits: limits) else { Issue.record("a history with a gap decoded"); return }
+        #expect(why.code == 400 && why.message.contains("generation"), "\(why)")
+        let whole = try CBLRequestEncoding.encode(.rev(doc: try DocumentID("deep.json"), rev: longest[0], history: Array(longest[1...1_000]),
+                                                       sequence: 10, body: .json(["n": 1])), aliases: aliases)
+        guard case .rev(let wholeRev) = CBLRequestDecoding.decode(whole, limits: limits) else { Issue.record("1,000 ids not decoded"); return }
+        #expect(wholeRev.history == Array(longest[1...1_000]))
     }
 
     @Test func hostileRevisionsAreRefused() {

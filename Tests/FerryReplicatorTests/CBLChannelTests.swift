@@ -148,9 +148,14 @@ final class BLIPPeer: @unchecked Sendable {
             let (ours, theirs) = LoopbackTransport.pair()
             let channel = CBLChannel(transport: ours, role: .passive, localPeer: "desk", database: "db", aliases: InMemoryBlobDigestAliases())
             #expect(!channel.announcesIntermediateRevisions)
-            try BLIPPeer(theirs).send(first)
+            let peer = BLIPPeer(theirs)
+            try peer.send(first)
             guard case .request? = await channel.next() else { Issue.record("\(first.profile ?? "?") not read"); continue }
             #expect(channel.announcesIntermediateRevisions == everyRevision, "\(first.properties)")
+            // Only the first request counts.
+            try peer.send(req("getCheckpoint", ["client": everyRevision ? "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc=" : "pull:laptop-7f3a"]))
+            guard case .request? = await channel.next() else { Issue.record("the second request not read"); continue }
+            #expect(channel.announcesIntermediateRevisions == everyRevision, "\(first.properties), then another")
         }
     }
 

@@ -9,6 +9,16 @@ enum CBLRequestEncoding {
     /// reads (a 13-digit generation, 64 hex digits) fit in BLIP's 100 KiB of properties, which
     /// both LiteCore and ferry refuse to exceed.
     static let historyIDsPerMessage = 1_000
+
+    /// A `rev`'s history as its property: whole when it fits, else its first 999 ids and its
+    /// last, as LiteCore cuts its own. The last is the revision the peer said it has (or the
+    /// document's first): a history cut before it would reach nothing the peer knows, and
+    /// the peer would keep the revision as a branch beside its own, a false conflict.
+    /// LiteCore takes the gap (it allows one deeper than its pruning depth); ferry refuses it.
+    static func historyProperty(_ history: [RevisionID]) -> String {
+        let sent = history.count <= historyIDsPerMessage ? history[...] : history.prefix(historyIDsPerMessage - 1) + history.suffix(1)
+        return sent.map(\.description).joined(separator: ",")
+    }
     /// What `subChanges` asks per `changes` message, as Couchbase Lite does.
     static let batch = 200
 
@@ -53,9 +63,7 @@ enum CBLRequestEncoding {
             return .request(profile: "proposeChanges", body: JSONValue.array(rows).canonicalBytes, flags: flags)
         case let .rev(doc, rev, history, sequence, body, merged, _):
             var properties: BLIPProperties = ["id": try CBLDocumentIDs.cblID(doc), "rev": rev.description, "sequence": String(sequence)]
-            // Cut to what BLIP's properties hold (Couchbase Lite's limit as ferry's); the
-            // peer takes the oldest id sent as a history cut short.
-            if !history.isEmpty { properties["history"] = history.prefix(Self.historyIDsPerMessage).map(\.description).joined(separator: ",") }
+            if !history.isEmpty { properties["history"] = Self.historyProperty(history) }
             var json: JSONValue = .object([:])
             switch body {
             case .deleted:
