@@ -71,10 +71,10 @@ enum CBLResponses {
             // Trailing zeros may be left off; all zeros is `[]`, "send them all".
             while codes.last == 0 { codes.removeLast() }
             // Without it LiteCore sends at most 20 revisions of history, ending with the one
-            // this side has, and leaves out those between: a revision 30 generations past what
-            // ferry has came with a history that skipped ten, and was refused. With it, the
-            // history is whole up to that length (generations its tree pruned are filled in
-            // with made-up ids).
+            // this side has, and leaves out those between: a revision further past what ferry
+            // has came with a history that skipped generations, and was refused
+            // (docs/interop.md). With it, the history is whole up to that length (generations
+            // its tree pruned are filled in with made-up ids).
             return .success((["maxHistory": String(defaultMaxHistory)], JSONValue.array(codes.map { .int($0) }).canonicalBytes))
         case .hello, .attachment:
             return .failure(error(status: 500, message: "no BLIP form for this answer"))
