@@ -41,7 +41,7 @@ public enum CBLPeerID {
     /// The folder id a ferry replicator's checkpoint `client` names (`pull:<folder id>` or
     /// `push:<folder id>`); nil for any other client (Couchbase Lite's).
     public static func ferryFolder(inCheckpointClient client: String) -> String? {
-        for prefix in ["pull:", "push:"] where client.hasPrefix(prefix) {
+        for prefix in [FerryCheckpointClient.pullPrefix, FerryCheckpointClient.pushPrefix] where client.hasPrefix(prefix) {
             let id = String(client.dropFirst(prefix.count).prefix { $0 != ":" })
             if isValid(id) { return id }
         }

@@ -10,6 +10,9 @@ enum CBLRequestEncoding {
     /// both LiteCore and ferry refuse to exceed.
     static let historyIDsPerMessage = 1_000
 
+    /// What `subChanges` asks per `changes` message, as Couchbase Lite does.
+    static let batch = 200
+
     /// A `rev`'s history as its property: whole when it fits, else its first 999 ids and its
     /// last, as LiteCore cuts its own. The last is the revision the peer said it has (or the
     /// document's first): a history cut before it would reach nothing the peer knows, and
@@ -19,8 +22,6 @@ enum CBLRequestEncoding {
         let sent = history.count <= historyIDsPerMessage ? history[...] : history.prefix(historyIDsPerMessage - 1) + history.suffix(1)
         return sent.map(\.description).joined(separator: ",")
     }
-    /// What `subChanges` asks per `changes` message, as Couchbase Lite does.
-    static let batch = 200
 
     /// The BLIP request for `request`. `getAttachment` is the channel's (it needs the
     /// SHA-1 alias and the blob cache) and `hello` has no BLIP form: both throw.

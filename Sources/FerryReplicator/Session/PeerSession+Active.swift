@@ -106,7 +106,7 @@ extension PeerSession {
     /// served by the loop; its progress is saved at the end of a one-shot pull, and after a
     /// pause while continuous (`DeferredCheckpoint`).
     func pull(continuous: Bool, docIDs: [DocumentID]?) async throws {
-        let client = Self.pullCheckpointPrefix + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        let client = checkpointClient(FerryCheckpointClient.pullPrefix, docIDs: docIDs)
         var (peerRev, saved) = try await readCheckpoint(client)
         let (caughtUp, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
         caughtUpWaiter = continuation
@@ -139,7 +139,7 @@ extension PeerSession {
 
     /// The push: `changes` from the push checkpoint, and the `rev`s the peer wants.
     func push(continuous: Bool, docIDs: [DocumentID]?) async throws {
-        let client = Self.pushCheckpointPrefix + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
+        let client = checkpointClient(FerryCheckpointClient.pushPrefix, docIDs: docIDs)
         var (peerRev, saved) = try await readCheckpoint(client)
         if continuous { deferredCheckpoints[client] = DeferredCheckpoint(peerRev: peerRev, saved: saved) }
         defer { if continuous { endDeferredCheckpoint(client) } }
@@ -182,6 +182,11 @@ extension PeerSession {
     /// Ends a continuous replication's checkpoint: a save still waiting is dropped.
     func endDeferredCheckpoint(_ client: String) {
         deferredCheckpoints.removeValue(forKey: client)?.timer?.cancel()
+    }
+
+    /// This folder's checkpoint client for a direction (`FerryCheckpointClient`).
+    func checkpointClient(_ prefix: String, docIDs: [DocumentID]?) -> String {
+        prefix + shared.info.id + (docIDs.map { ":" + Self.filterKey($0) } ?? "")
     }
 
     /// A filtered replication keeps its own checkpoints: a short digest of its document list.

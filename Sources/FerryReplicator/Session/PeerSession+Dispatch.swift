@@ -28,7 +28,7 @@ extension PeerSession {
             // one is kept with its push part at 0, so its pusher offers its revisions again
             // should the listener become writable.
             let pushedProgress = readOnly && asked.local != 0
-            if pushedProgress && client.hasPrefix(Self.pushCheckpointPrefix) {
+            if pushedProgress && client.hasPrefix(FerryCheckpointClient.pushPrefix) {
                 await respond(handle, .error(status: 403, message: Self.readOnlyMessage))
                 return
             }
@@ -84,10 +84,4 @@ extension PeerSession {
     static let norevsLogged = 10
 
     static let readOnlyMessage = "this listener is read-only: peers may pull, not push"
-
-    /// How a ferry pusher's checkpoint client id begins (`push:<folder id>`).
-    static let pushCheckpointPrefix = "push:"
-    /// How a ferry puller's checkpoint client id begins (`pull:<folder id>`).
-    static let pullCheckpointPrefix = "pull:"
-
 }

@@ -44,9 +44,8 @@ extension PeerSession {
     /// is not probed: the subscription is the replication's.
     func refuseIfUnrelated(peer url: String, docIDs: [DocumentID]?) async throws {
         guard channel.resubscribes else { return }
-        let suffix = docIDs.map { ":" + Self.filterKey($0) } ?? ""
-        let pulled = try await readCheckpoint("pull:" + shared.info.id + suffix).checkpoint.remote
-        let pushed = try await readCheckpoint("push:" + shared.info.id + suffix).checkpoint.local
+        let pulled = try await readCheckpoint(checkpointClient(FerryCheckpointClient.pullPrefix, docIDs: docIDs)).checkpoint.remote
+        let pushed = try await readCheckpoint(checkpointClient(FerryCheckpointClient.pushPrefix, docIDs: docIDs)).checkpoint.local
         guard pulled == 0, pushed == 0 else { return }
         let hasLiveDocuments = await shared.perform { store in store.index.trees.values.contains { $0.current?.deleted == false } }
         guard hasLiveDocuments else { return }
