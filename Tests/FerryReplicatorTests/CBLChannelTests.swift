@@ -159,6 +159,22 @@ final class BLIPPeer: @unchecked Sendable {
         }
     }
 
+    /// A channel says its `subChanges` answer carries a count (so the passive side counts the
+    /// first pass) exactly when its encoding of the answer holds one: ferry/1's does,
+    /// Couchbase Lite's is empty.
+    @Test func onlyAnAnswerWithRoomForTheCountHasItCounted() throws {
+        let ferry = Ferry1Channel(transport: LoopbackTransport.pair().0, role: .passive, localPeer: "here", database: "inventory")
+        let ferryFrame = String(decoding: FrameCodec.encode(.response(to: 3, .subscribed(count: 4_321))), as: UTF8.self)
+        #expect(ferry.answersSubscriptionWithCount == ferryFrame.contains("4321"))
+        #expect(ferry.answersSubscriptionWithCount)
+        let cbl = CBLChannel(transport: LoopbackTransport.pair().0, role: .passive, localPeer: "desk", database: "db", aliases: InMemoryBlobDigestAliases())
+        guard case let .success((properties, body)) = CBLResponses.encode(.subscribed(count: 4_321), kept: nil, total: 0) else {
+            Issue.record("no answer"); return
+        }
+        #expect(cbl.answersSubscriptionWithCount == !(properties.isEmpty && body.isEmpty))
+        #expect(!cbl.answersSubscriptionWithCount)
+    }
+
     /// The session's closes that ask a peer to come back (1001, 1011) reach Couchbase Lite as
     /// 4001, after which its replicator retries (it stops for good after 1001 or 1011); the
     /// others keep their code.

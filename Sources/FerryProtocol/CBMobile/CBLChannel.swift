@@ -44,6 +44,8 @@ public final class CBLChannel: ReplicationChannel {
     /// histories as this one, and from the active side, which cannot tell a ferry listener
     /// from a Couchbase Lite one.
     public var announcesIntermediateRevisions: Bool { role == .active || state.withLock { $0.peerIsFerryReplicator } }
+    /// Couchbase Lite's `subChanges` reply is empty (`CBLResponses`): no count to compute.
+    public var answersSubscriptionWithCount: Bool { false }
 
     /// This side's role.
     public let role: Role

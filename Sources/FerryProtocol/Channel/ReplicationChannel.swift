@@ -62,6 +62,10 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// that arrives beside one of its own as a conflict; Sync Gateway announces each document
     /// once). Asked when a pass begins.
     var announcesIntermediateRevisions: Bool { get }
+    /// True when the answer to a peer's `subChanges` carries how many changes its first pass
+    /// will announce (ferry/1); false when it has no room for it (Couchbase Lite's is empty),
+    /// so that the passive side does not walk the feed to count them.
+    var answersSubscriptionWithCount: Bool { get }
 }
 
 extension ReplicationChannel {
@@ -73,6 +77,9 @@ extension ReplicationChannel {
 
     /// ferry's own channels carry whole histories.
     public var announcesIntermediateRevisions: Bool { true }
+
+    /// ferry's own channels tell a subscriber its first pass's size.
+    public var answersSubscriptionWithCount: Bool { true }
 }
 
 /// Something the peer did that the replication logic must handle.

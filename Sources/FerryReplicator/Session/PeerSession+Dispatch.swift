@@ -47,7 +47,9 @@ extension PeerSession {
             // has its total from the start (docs/protocol.md, subChanges).
             let filter = docIDs.map(Set.init)
             let leavesOnly = !channel.announcesIntermediateRevisions
-            let count = await shared.perform { store in store.changeCount(since: since, docIDs: filter, leavesOnly: leavesOnly) }
+            let count = channel.answersSubscriptionWithCount
+                ? await shared.perform { store in store.changeCount(since: since, docIDs: filter, leavesOnly: leavesOnly) }
+                : 0
             await respond(handle, .subscribed(count: count))
             await serveChanges(since: since, continuous: continuous, docIDs: filter)
         case .changes(let entries):
