@@ -292,6 +292,32 @@ final class BLIPPeer: @unchecked Sendable {
         #expect(await reading.value == nil)
     }
 
+    /// A `rev` too big for BLIP's properties is answered here (413) and followed by a `norev`,
+    /// and the connection goes on: the next message takes the next number, with no gap for
+    /// the peer to take for a lost one.
+    @Test func aRevisionThatCannotBeEncodedIsANorevNotABrokenConnection() async throws {
+        let (ours, theirs) = LoopbackTransport.pair()
+        var limits = CBLLimits()
+        limits.blip.maxPropertiesBytes = 4 << 10
+        let channel = CBLChannel(transport: ours, role: .passive, localPeer: "desk", database: "db", aliases: InMemoryBlobDigestAliases(), limits: limits)
+        let peer = BLIPPeer(theirs)
+        let doc = try DocumentID("long.json")
+        let history = try (1..<200).reversed().map { try RevisionID("\($0)-" + String(repeating: "ab", count: 20)) }
+        let rev = try RevisionID("200-" + String(repeating: "cd", count: 20))
+        let big = channel.send(.rev(doc: doc, rev: rev, history: history, sequence: 7, body: .json(.object(["k": 1]))))
+        var answer = big.answer.makeAsyncIterator()
+        guard case .error(413, let message)? = await answer.next() else { Issue.record("no 413"); return }
+        #expect(message.contains("properties of"))
+        guard let norev = try await peer.receive() else { Issue.record("no norev"); return }
+        #expect(norev.profile == "norev" && norev.properties["id"] == "long" && norev.properties["rev"] == rev.description)
+        #expect(norev.properties["sequence"] == "7")
+        #expect(norev.number == 1, "the rev not sent took a number")
+        _ = channel.send(.rev(doc: doc, rev: rev, history: Array(history.prefix(3)), sequence: 7, body: .json(.object(["k": 1]))))
+        guard let small = try await peer.receive() else { Issue.record("the next rev not sent"); return }
+        #expect(small.profile == "rev" && small.number == norev.number + 1)
+        await channel.close(code: 1000, reason: "done")
+    }
+
     /// Sync Gateway's `proveAttachment`: the session serves the blob as for `getAttachment`, and
     /// the reply carries the proof (SHA-1 of the nonce's length byte, the nonce and the blob;
     /// the expected value computed with Python's hashlib), never the bytes.

@@ -56,12 +56,15 @@ public struct BLIPOutbox: Sendable {
     @discardableResult
     public mutating func send(_ message: BLIPMessage) throws(BLIPError) -> UInt64 {
         precondition(!message.type.isAck, "ACKs are queued with sendAck")
+        // Encoded before a number is taken: one that cannot be sent must not leave a gap, which
+        // the peer would take for a lost message.
+        let payload = try message.payload(limits: limits)
         var number = message.number
         if message.type == .request {
             lastRequestNumber += 1
             number = lastRequestNumber
         }
-        enqueue(Outgoing(number: number, flags: message.frameFlags, payload: try message.payload(limits: limits)))
+        enqueue(Outgoing(number: number, flags: message.frameFlags, payload: payload))
         return number
     }
 

@@ -258,25 +258,39 @@ public final class CBLChannel: ReplicationChannel {
         do {
             message = try CBLRequestEncoding.encode(request, aliases: aliases)
         } catch {
-            if case let .rev(doc, rev, _, sequence, _, _, _) = request {
-                // The peer asked for it: say it will not come rather than let it wait.
-                _ = notify(.norev(doc: doc, rev: rev, sequence: sequence, status: error.status, reason: error.message))
-            }
-            return Self.answered(.error(status: error.status, message: "not sent to Couchbase Lite: " + error.message))
+            return unsendable(request, status: error.status, reason: error.message)
         }
         let (answer, sink) = AsyncStream<Response>.makeStream()
         let kind = CBLAnswerKind(request)
-        let written: TransportWrite? = state.withLock { s in
-            guard !s.ended, let number = try? s.mux.send(message) else { return nil }
+        let written = state.withLock { s -> Result<TransportWrite, BLIPError>? in
+            guard !s.ended else { return nil }
+            let number: UInt64
+            do throws(BLIPError) { number = try s.mux.send(message) } catch { return .failure(error) }
             // Registered before the frames are queued: the answer may follow at once.
             s.awaiting[number] = .answer(kind, positions, sink)
-            return track(number, isResponse: false, &s)
+            return .success(track(number, isResponse: false, &s))
         }
-        guard let written else {
+        switch written {
+        case .success(let written):
+            return OutgoingRequest(written: written, answer: answer, blob: nil)
+        case .failure(let error):
+            // Over one of BLIP's limits (properties over 100 KiB): this message cannot go, the
+            // connection can.
+            sink.finish()
+            return unsendable(request, status: 413, reason: error.message)
+        case nil:
             sink.finish()
             return OutgoingRequest(written: Self.notSent, answer: answer, blob: nil)
         }
-        return OutgoingRequest(written: written, answer: answer, blob: nil)
+    }
+
+    /// A request that cannot be put in Couchbase Lite's message: answered here with an error,
+    /// and a `rev`, which the peer asked for, is followed by a `norev` so that it does not wait.
+    private func unsendable(_ request: Request, status: Int, reason: String) -> OutgoingRequest {
+        if case let .rev(doc, rev, _, sequence, _, _, _) = request {
+            _ = notify(.norev(doc: doc, rev: rev, sequence: sequence, status: status, reason: reason))
+        }
+        return Self.answered(.error(status: status, message: "not sent to Couchbase Lite: " + reason))
     }
 
     private func sendGetAttachment(_ digest: BlobDigest, offset: Int, length: Int?) -> OutgoingRequest {
