@@ -333,6 +333,29 @@ import FerryTesting
         #expect(f.store.fileRevision(doc) == f.store.current(doc)?.rev)
     }
 
+    /// A peer's revision, or a restored one, replaces the file's content, not the permissions
+    /// the user gave it: a private file stays private, a script executable, a read-only file
+    /// read-only.
+    @Test func aReplacedFileKeepsItsPermissions() throws {
+        for batched in [false, true] {
+            for mode: mode_t in [0o600, 0o755, 0o444] {
+                let f = try TestFolder()
+                let doc = try f.doc("secret.json")
+                let base = Made.root(doc, ["v": 1])
+                _ = try base.apply(to: f.store)
+                #expect(chmod(f.dir.appending("secret.json"), mode) == 0)
+                #expect(try f.store.ingest(doc) == .unchanged)  // as the agent does when it sees the chmod
+                let next = base.child(["v": 2])
+                if batched { try f.store.batch { _ = try next.apply(to: f.store) } } else { _ = try next.apply(to: f.store) }
+                #expect(try JSONParser.parse(try f.dir.read("secret.json")) == ["v": 2], "\(batched) \(mode)")
+                #expect(fileMode(f.dir.appending("secret.json")) == mode, "\(batched) \(String(mode, radix: 8))")
+                _ = try f.store.restore(doc, to: f.store.index[doc]!.nodes[base.rev]!)
+                #expect(try JSONParser.parse(try f.dir.read("secret.json")) == ["v": 1])
+                #expect(fileMode(f.dir.appending("secret.json")) == mode, "restored, \(String(mode, radix: 8))")
+            }
+        }
+    }
+
     /// A file document larger than the copy's writeback stride (8 MiB) is copied whole from
     /// its object, whether or not a batch groups the fsyncs, though its pages are dropped
     /// from the cache as the copy goes.

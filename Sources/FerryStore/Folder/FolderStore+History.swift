@@ -97,6 +97,7 @@ extension FolderStore {
                 try FileSystem.copyAll(from: input, to: fd, path: temp)
             }
             try FileSystem.sync(fd, path: temp)
+            if let there = (try? FileSystem.lstat(path)) ?? nil { FileSystem.givePermissions(of: there, to: temp) }
             try FileSystem.rename(temp, path)
         } catch {
             unlink(temp)

@@ -194,8 +194,11 @@ extension FolderStore {
                 guard try FileSystem.renameIfAbsent(file.temp, file.path) else { return keptLocalEdit(file) }
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
-                guard FileFingerprint.of(file.path) == file.expecting else { return keptLocalEdit(file) }
+                guard let there = (try? FileSystem.lstat(file.path)) ?? nil, FileFingerprint(there) == file.expecting else {
+                    return keptLocalEdit(file)
+                }
                 guard try holdsWhatWasRead(file, at: file.path) else { return keptLocalEdit(file) }
+                FileSystem.givePermissions(of: there, to: file.temp)
                 if savedLately(file.doc), try FileSystem.exchange(file.temp, file.path) {
                     // The names swapped at once; a save that landed between the look and the
                     // swap is in the file now named `temp`: swap back, and it is kept.

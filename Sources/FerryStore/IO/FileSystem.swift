@@ -259,6 +259,14 @@ public enum FileSystem {
         throw StoreError.system("cannot stat", path: path)
     }
 
+    /// Gives the file at `path` (a temp file about to replace a document's file) the permission
+    /// bits of the file it replaces, `replaced`: a file the user made private stays private, a
+    /// script stays executable. Best effort: the content matters more than its mode.
+    public static func givePermissions(of replaced: stat, to path: String) {
+        guard replaced.st_mode & S_IFMT == S_IFREG else { return }
+        _ = chmod(path, replaced.st_mode & 0o7777)
+    }
+
     /// True when something exists at `path` (a dangling symlink counts).
     public static func exists(_ path: String) -> Bool {
         var st = stat()
