@@ -99,6 +99,15 @@ public struct DocumentIndex: Sendable {
     /// The tree of a document.
     public subscript(doc: DocumentID) -> RevisionTree? { trees[doc] }
 
+    /// The conflict a log line's revision closed, the same in every folder that holds it: the
+    /// one its tree shows (`RevisionTree.conflictClosed(by:)`), else the line's own record (a
+    /// deletion closing a branch it had seen, which only the resolving folder knows as such).
+    /// The line's record alone would differ: a resolution that came from a peer has none, and
+    /// one that closes a merge a peer made names the leaf it found as the winner.
+    public func conflict(closedBy e: LogEntry) -> ConflictRecord? {
+        trees[e.doc]?.conflictClosed(by: e.rev) ?? e.conflict
+    }
+
     /// The document a feed entry names.
     public func document(of entry: FeedEntry) -> DocumentID { trees.keys[Int(entry.position)] }
 

@@ -143,6 +143,22 @@ public struct RevisionTree: Sendable {
         mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == rev }
     }
 
+    /// The conflict `rev` took part in closing, as the peer that resolved it recorded it
+    /// (`ConflictRecord`), worked out from the tree, which every synced peer holds whole: a
+    /// merge (winner: its parent, loser: its second parent), or the deletion that closed the
+    /// loser's branch after such a merge. Nil for any other revision. A log line carries its
+    /// record only in the folder that resolved the conflict, not in those its revisions reached.
+    public func conflictClosed(by rev: RevisionID) -> ConflictRecord? {
+        guard let node = nodes[rev], let parent = node.parent else { return nil }
+        let merge = node.deleted
+            ? mergeParents.first { $0.value == parent && RevisionID.closing(parent, mergedInto: $0.key) == rev }?.key
+            : rev
+        guard let merge, let loser = mergedParent(of: merge), let winner = nodes[merge]?.parent else { return nil }
+        // As the resolving peer decides it: the merge took in something of the loser's.
+        let tookIn = nodes[merge]?.object != nodes[winner]?.object
+        return ConflictRecord(winner: winner, loser: loser, resolution: tookIn ? .merged : .winner)
+    }
+
     /// The newest merge in `rev`'s history (itself included) that took in `loser`.
     public func merge(of loser: RevisionID, below rev: RevisionID) -> RevisionID? {
         let ancestry = ancestry(of: rev)

@@ -29,6 +29,14 @@ struct LogCommand: ParsableCommand {
         let read = try RevisionLog.read(path: FolderLayout(root: root).logFile)
         var entries = read.entries.reversed().filter { filter == nil || $0.doc == filter! }
         if let count { entries = Array(entries.prefix(max(0, count))) }
+        // A resolution that came from a peer has no record on its lines here: the tree tells it.
+        var index = DocumentIndex()
+        for e in read.entries where filter == nil || e.doc == filter! { index.apply(e) }
+        entries = entries.map { e in
+            var e = e
+            e.conflict = index.conflict(closedBy: e)
+            return e
+        }
         let patches = patch ? try PatchReader(folder: folder) : nil
         if output.json {
             printJSON(.array(try entries.map { e in
@@ -97,9 +105,9 @@ struct ConflictsCommand: ParsableCommand {
         var resolved: [(doc: DocumentID, record: ConflictRecord, merged: RevisionID?, closing: RevisionID, time: String)] = []
         var mergedRevs: [ConflictRecord: RevisionID] = [:]
         for e in try store.readLogEntries() {
-            guard let c = e.conflict else { continue }
+            guard let c = store.index.conflict(closedBy: e) else { continue }
             if !e.deleted { mergedRevs[c] = e.rev; continue }
-            // A merge made by the peer that sent it has no record here: find it in the tree.
+            // Else (a record only the line holds) the newest merge that took the loser in, if any.
             let tree = store.index[e.doc]
             let merged = mergedRevs[c] ?? tree?.current.flatMap { tree?.merge(of: c.loser, below: $0.rev) }
             resolved.append((e.doc, c, merged, e.rev, e.time))
