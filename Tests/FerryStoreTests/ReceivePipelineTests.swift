@@ -111,6 +111,22 @@ import FerryTesting
         #expect((try? outcome.get().count) == 1)
         #expect(await shared.perform { $0.heldBack[blocked.incoming.doc] } == "blocked is a file here, not a directory")
         #expect(FileManager.default.contents(atPath: root + "/blocked") == Data("not a directory".utf8))
+        // A directory where its file goes: kept in the log, held back (so the live status says
+        // why), the directory and what it holds untouched.
+        try FileManager.default.createDirectory(atPath: root + "/thing/inside", withIntermediateDirectories: true)
+        let thing = remote(try DocumentID("thing"), .object(["v": .int(6)]), shared)
+        #expect((try? await shared.applyRemote([thing])[0].get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[thing.incoming.doc] } == "a directory named thing is here")
+        #expect(try FileSystem.listDirectory(root + "/thing") == ["inside"])
+        // Its deletion from the peer: nothing held back any more, the directory untouched.
+        var gone = remote(try DocumentID("thing"), .object(["v": .int(6)]), shared)
+        gone.incoming = IncomingRevision(doc: thing.incoming.doc, rev: RevisionID.compute(parent: thing.incoming.rev, deleted: true, body: nil),
+                                         history: [thing.incoming.rev], deleted: true, object: nil, size: 0, origin: "peer")
+        gone.jsonBody.map { shared.discard($0) }
+        gone.jsonBody = nil
+        #expect((try? await shared.applyRemote([gone])[0].get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[thing.incoming.doc] } == nil)
+        #expect(try FileSystem.listDirectory(root + "/thing") == ["inside"])
         // Under a symbolic link to a directory outside the folder, with a combining mark right
         // after the slash ("/" and U+0301 are one Swift Character, so splitting the id into
         // Characters would find no directory above the name): held back, nothing written there.

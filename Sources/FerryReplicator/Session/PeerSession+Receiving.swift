@@ -148,7 +148,7 @@ extension PeerSession {
             receivedHere.insert(doc, rev)
         case .failure(let error):
             update { $0.revisionsFailed += 1 }
-            logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "error": "\(error)"])
+            logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(error.status)", "error": "\(error.message)"])
             response = .error(status: error.status, message: "\(error.message)")
         }
         // Queued, not awaited: the drain answers here and must not wait for the wire.

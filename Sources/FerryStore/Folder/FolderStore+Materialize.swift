@@ -69,11 +69,25 @@ extension FolderStore {
         // The file keeps what it holds until the user's next save or the end of the conflict.
         if unresolved.contains(doc) { return entries }
         switch outcome {
-        case .unreadable, .changing, .missing, .notRegular: return entries
+        case .notRegular: holdBackIfLive(doc); return entries
+        case .unreadable, .changing, .missing: return entries
         default: break
         }
         _ = try materialize(doc, expecting: fingerprint, knownBody: known, preparedFile: prepared, lookedJustNow: fingerprint == nil)
         return entries
+    }
+
+    /// Holds `doc`'s live current revision back when something that is not a file has its
+    /// name (a directory, a link): recorded, not written, and listed by `status` until it
+    /// moves. A deletion is not held back: one that was is no longer.
+    func holdBackIfLive(_ doc: DocumentID) {
+        if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) { noteHeldBack(doc, why) } else { heldBack[doc] = nil }
+    }
+
+    /// Notes why `doc` is not written here (`heldBack`), with a warning the first time.
+    func noteHeldBack(_ doc: DocumentID, _ why: String) {
+        if heldBack[doc] != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
+        heldBack[doc] = why
     }
 
     /// Removes a prepared temp file of `doc` unless the open batch is to rename it into place.
@@ -107,8 +121,7 @@ extension FolderStore {
         // document goes and the ignore rules on its way: they are not looked up twice.
         let looked = lookedJustNow && expecting == nil
         if !looked, let why = placementProblem(doc, path: path) {
-            if heldBack[doc] != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
-            heldBack[doc] = why
+            noteHeldBack(doc, why)
             return .heldBack(why)
         }
         heldBack[doc] = nil
@@ -163,7 +176,7 @@ extension FolderStore {
         }
         let install = PendingFile(doc: doc, temp: temp, path: path, expecting: expecting, object: current.object!,
                                   rev: current.rev, over: over, known: known)
-        guard try installPendingFile(install) else { return .keptLocalEdit }
+        guard try installPendingFile(install) else { return heldBack[doc].map { .heldBack($0) } ?? .keptLocalEdit }
         try FileSystem.syncDirectory(dir)
         return .written
     }
@@ -191,7 +204,12 @@ extension FolderStore {
             if file.expecting == nil {
                 // No file was there: a rename that fails if one appeared meanwhile is the last
                 // look and the install in one atomic step.
-                guard try FileSystem.renameIfAbsent(file.temp, file.path) else { return keptLocalEdit(file) }
+                guard try FileSystem.renameIfAbsent(file.temp, file.path) else {
+                    // A directory or a link that took the name holds the document back, as
+                    // the look before writing would have said; a file is the user's, kept.
+                    if let why = placementProblem(file.doc, path: file.path, live: true) { return heldBackAtInstall(file, why) }
+                    return keptLocalEdit(file)
+                }
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard let there = (try? FileSystem.lstat(file.path)) ?? nil, FileFingerprint(there) == file.expecting else {
@@ -254,6 +272,12 @@ extension FolderStore {
     static func sameContentState(_ a: FileFingerprint?, _ b: FileFingerprint?) -> Bool {
         guard let a, let b else { return a == nil && b == nil }
         return a.inode == b.inode && a.size == b.size && a.mtime == b.mtime
+    }
+
+    private func heldBackAtInstall(_ file: PendingFile, _ why: String) -> Bool {
+        unlink(file.temp)
+        noteHeldBack(file.doc, why)
+        return false
     }
 
     private func keptLocalEdit(_ file: PendingFile) -> Bool {
