@@ -29,6 +29,8 @@ public struct ReplicationStats: Sendable, Equatable {
     public var pullCaughtUp = false
     /// True once the push has caught up with this folder (since its last new change).
     public var pushCaughtUp = false
+    /// Why the peer refuses this side's push (a read-only listener) while its pull goes on.
+    public var pushRefused: String?
     /// Message bytes sent and received (WebSocket payloads, without framing or TLS).
     public var bytesSent = 0, bytesReceived = 0
 

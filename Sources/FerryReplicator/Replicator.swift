@@ -258,7 +258,8 @@ public final class Replicator: Sendable {
             s.totals.receivingChanges = stats.receivingChanges
             s.totals.bytesSent += stats.bytesSent
             s.totals.bytesReceived += stats.bytesReceived
-            let caughtUp = (!direction.pulls || stats.pullCaughtUp) && (!direction.pushes || stats.pushCaughtUp)
+            if let refusal = stats.pushRefused { s.lastError = refusal }
+            let caughtUp = (!direction.pulls || stats.pullCaughtUp) && (!direction.pushes || stats.pushCaughtUp || stats.pushRefused != nil)
             if s.activity == .busy || s.activity == .idle { s.activity = caughtUp ? .idle : .busy }
         }
     }

@@ -79,13 +79,34 @@ extension PeerSession {
             let before = stats.revisionsWanted
             try await withThrowingTaskGroup(of: Void.self) { group in
                 if direction.pulls { group.addTask { try await self.pull(continuous: continuous, docIDs: docIDs) } }
-                if direction.pushes { group.addTask { try await self.push(continuous: continuous, docIDs: docIDs) } }
-                try await group.waitForAll()
+                if direction.pushes {
+                    group.addTask {
+                        do { try await self.push(continuous: continuous, docIDs: docIDs) } catch let error as ReplicationError
+                            where error.refusesPush && continuous && direction.pulls {
+                            // A read-only listener: its changes still come; this side's are said
+                            // not to go (the status's last error), once per connection.
+                            await self.pushWasRefused(error)
+                        }
+                    }
+                }
+                if continuous {
+                    // The first failure ends both directions at once: `waitForAll` would wait
+                    // for the pull, which never ends, before reporting a failed push.
+                    while try await group.next() != nil {}
+                } else {
+                    try await group.waitForAll()
+                }
             }
             if stats.revisionsWanted == before { return }
         }
         // A peer that serves one subscription per connection: the next round needs a new one.
         wantsAnotherRound = rounds == 1 && !continuous && direction == .both
+    }
+
+    /// Notes that the peer refuses this side's push while its pull goes on.
+    func pushWasRefused(_ error: ReplicationError) {
+        logger.warning("the peer refuses this folder's changes; pulling only", metadata: ["error": "\(error.message)"])
+        update { $0.pushRefused = error.message }
     }
 
     /// Pulls everything the peer has that this folder lacks, once; keeps checkpoints on both

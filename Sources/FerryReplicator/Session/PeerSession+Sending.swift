@@ -152,7 +152,8 @@ extension PeerSession {
         let batch = announced.batch
         let answer = try await response(announced.answer, to: "changes")
         if case let .error(status, message) = answer {
-            throw ReplicationError("the peer refused the push (\(status)): \(message)", kind: status == 403 ? .permanent : .transient)
+            if status == 403 { throw ReplicationError.pushRefused(message) }
+            throw ReplicationError("the peer refused the push (\(status)): \(message)")
         }
         guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
             throw ReplicationError("the peer answered changes with something else", kind: .permanent)
@@ -218,7 +219,7 @@ extension PeerSession {
                 // Refused by the peer, or not sent at all: a channel that cannot give the peer a
                 // revision (a body Couchbase Lite would change) answers for it.
                 logger.warning("a revision did not reach the peer", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
-                if status == 403 { throw ReplicationError("the peer refused the push (403): \(message)", kind: .permanent) }
+                if status == 403 { throw ReplicationError.pushRefused(message) }
                 if status >= 500 { transientFailure = "the peer could not store \(rev.doc) (\(status)): \(message)" }
             } else {
                 update { $0.revisionsSent += 1 }
