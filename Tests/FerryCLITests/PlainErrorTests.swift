@@ -27,6 +27,11 @@ import FerryTesting
                                                   environment: ["FERRY_CLIENT_IDENTITY_PASSWORD": "not-the-password"])
             #expect(wrongP12.status == 1 && wrongP12.stderr.contains("the password is wrong")
                     && !wrongP12.stderr.contains("BoringSSL") && !wrongP12.stderr.contains(".swift"), "\(wrongP12.stderr)")
+            // A mistyped -C is not a folder to `ferry init`; a document never recorded has no log.
+            let typo = try FerryProcess.ferry(["-C", tmp.appending("no-such-folder"), "status"])
+            #expect(typo.status == 4 && typo.stderr.contains("no-such-folder: no such directory") && !typo.stderr.contains("ferry init"), "\(typo.stderr)")
+            let noLog = try FerryProcess.ferry(["log", "nosuch.json"], in: b)
+            #expect(noLog.status == 1 && noLog.stderr.contains("no document nosuch.json"), "\(noLog.stderr)")
         }
     }
 

@@ -32,6 +32,7 @@ struct LogCommand: ParsableCommand {
         // A resolution that came from a peer has no record on its lines here: the tree tells it.
         var index = DocumentIndex()
         for e in read.entries where filter == nil || e.doc == filter! { index.apply(e) }
+        if let filter, index[filter] == nil { throw StoreError(.notFound, "no document \(filter) in \(root)") }
         entries = entries.map { e in
             var e = e
             e.conflict = index.conflict(closedBy: e)

@@ -14,7 +14,12 @@ struct FolderOptions: ParsableArguments {
 
     /// The folder's root: `-C DIR` as given (no search), or found from the current directory.
     func resolveRoot() throws -> String {
-        if let directory { return absolute(directory) }
+        if let directory {
+            let root = absolute(directory)
+            // A mistyped -C is named as such, not as a folder to run `ferry init` in.
+            guard FileSystem.exists(root) else { throw StoreError(.notInitialized, "\(root): no such directory") }
+            return root
+        }
         let cwd = FileManager.default.currentDirectoryPath
         guard let root = FolderStore.locate(from: cwd) else {
             throw StoreError(.notInitialized, "\(cwd) is not inside a ferry folder (no .ferry/ here or above); run `ferry init`")
