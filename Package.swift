@@ -24,7 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
-        .target(name: "FerryCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "FerryCore", dependencies: ["CFerrySystem", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "CFerrySystem"),
         .target(name: "FerryStore", dependencies: [
             "FerryCore", "CFerrySystem", .product(name: "Logging", package: "swift-log"),

@@ -61,3 +61,7 @@ int ferry_random_bytes(void *buffer, unsigned long count) {
     }
     return 0;
 }
+
+/* glibc keeps the pages of freed memory for later allocations; after a large document's
+   trees are freed, this gives them back. */
+void ferry_heap_trim(void) { malloc_trim(0); }

@@ -12,4 +12,6 @@ int ferry_random_bytes(void *buffer, unsigned long count);
 /// Bytes the heap has handed out and not had back (glibc's mallinfo2: the benchmark's count
 /// of what an index holds).
 unsigned long long ferry_heap_in_use(void);
+/// Returns the heap's free memory to the system (glibc's malloc_trim).
+void ferry_heap_trim(void);
 #endif

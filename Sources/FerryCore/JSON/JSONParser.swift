@@ -7,6 +7,7 @@ public struct JSONParser {
     /// Parses a whole text; anything but whitespace after the value is an error.
     public static func parse(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
         let array = Array(bytes)
+        defer { HeapTrim.note(array.count) }
         return try array.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) in
             var parser = Cursor(buffer)
             return try parser.parseDocument()
@@ -20,6 +21,7 @@ public struct JSONParser {
 
     /// Parses a buffer in place (no copy); used by the log reader on its mapped lines.
     public static func parse(buffer: UnsafeBufferPointer<UInt8>) throws(JSONSyntaxError) -> JSONValue {
+        defer { HeapTrim.note(buffer.count) }
         var parser = Cursor(buffer)
         return try parser.parseDocument()
     }
@@ -32,6 +34,7 @@ public struct JSONParser {
     /// when the text is JSON but not an object.
     public static func parseObject(buffer: UnsafeBufferPointer<UInt8>, keepingCanonical member: String)
         throws(JSONSyntaxError) -> (members: [String: JSONValue]?, kept: (range: Range<Int>, facts: CanonicalJSONFacts)?) {
+        defer { HeapTrim.note(buffer.count) }
         var parser = Cursor(buffer)
         parser.keep = member
         guard case .object(var members) = try parser.parseDocument() else { return (nil, nil) }

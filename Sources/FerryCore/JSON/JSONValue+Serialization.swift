@@ -5,6 +5,7 @@ extension JSONValue {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         JSONWriter.writeCanonical(self, into: &out)
+        HeapTrim.note(out.count)
         return out
     }
 
@@ -17,6 +18,7 @@ extension JSONValue {
         out.reserveCapacity(256)
         JSONWriter.writePretty(self, indent: 0, into: &out)
         out.append(0x0A)
+        HeapTrim.note(out.count)
         return out
     }
 
