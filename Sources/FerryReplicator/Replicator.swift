@@ -244,6 +244,8 @@ public final class Replicator: Sendable {
         let base = finished.withLock { $0 }
         let direction = configuration.direction
         set { s in
+            // Said once it happens; a later error of the connection is not overwritten.
+            if let refusal = stats.pushRefused, s.current.pushRefused == nil { s.lastError = refusal }
             s.current = stats
             s.totals = base
             s.totals.revisionsReceived += stats.revisionsReceived
@@ -258,7 +260,6 @@ public final class Replicator: Sendable {
             s.totals.receivingChanges = stats.receivingChanges
             s.totals.bytesSent += stats.bytesSent
             s.totals.bytesReceived += stats.bytesReceived
-            if let refusal = stats.pushRefused { s.lastError = refusal }
             let caughtUp = (!direction.pulls || stats.pullCaughtUp) && (!direction.pushes || stats.pushCaughtUp || stats.pushRefused != nil)
             if s.activity == .busy || s.activity == .idle { s.activity = caughtUp ? .idle : .busy }
         }

@@ -30,6 +30,9 @@ import FerryTesting
             // A mistyped -C is not a folder to `ferry init`; a document never recorded has no log.
             let typo = try FerryProcess.ferry(["-C", tmp.appending("no-such-folder"), "status"])
             #expect(typo.status == 4 && typo.stderr.contains("no-such-folder: no such directory") && !typo.stderr.contains("ferry init"), "\(typo.stderr)")
+            try tmp.write("a-file", "not a folder")
+            let aFile = try FerryProcess.ferry(["-C", tmp.appending("a-file"), "status"])
+            #expect(aFile.status == 4 && aFile.stderr.contains("a-file: no such directory"), "\(aFile.stderr)")
             let noLog = try FerryProcess.ferry(["log", "nosuch.json"], in: b)
             #expect(noLog.status == 1 && noLog.stderr.contains("no document nosuch.json"), "\(noLog.stderr)")
         }

@@ -354,6 +354,15 @@ import FerryTesting
                 #expect(fileMode(f.dir.appending("secret.json")) == mode, "restored, \(String(mode, radix: 8))")
             }
         }
+        // Never set-user-id or set-group-id on content a peer chose.
+        let f = try TestFolder()
+        let base = Made.root(try f.doc("tool.json"), ["v": 1])
+        _ = try base.apply(to: f.store)
+        #expect(chmod(f.dir.appending("tool.json"), 0o6755) == 0)
+        #expect(try f.store.ingest(base.doc) == .unchanged)
+        _ = try base.child(["v": 2]).apply(to: f.store)
+        var st = stat()
+        #expect(lstat(f.dir.appending("tool.json"), &st) == 0 && st.st_mode & 0o7777 == 0o755, "\(String(st.st_mode & 0o7777, radix: 8))")
     }
 
     /// A file document larger than the copy's writeback stride (8 MiB) is copied whole from

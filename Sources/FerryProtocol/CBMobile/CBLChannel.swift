@@ -277,7 +277,7 @@ public final class CBLChannel: ReplicationChannel {
             // Over one of BLIP's limits (properties over 100 KiB): this message cannot go, the
             // connection can.
             sink.finish()
-            return unsendable(request, status: 413, reason: error.message)
+            return unsendable(request, status: error.code == .tooLarge ? 413 : 400, reason: error.message)
         case nil:
             sink.finish()
             return OutgoingRequest(written: Self.notSent, answer: answer, blob: nil)

@@ -213,6 +213,7 @@ extension FolderStore {
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard let there = (try? FileSystem.lstat(file.path)) ?? nil, FileFingerprint(there) == file.expecting else {
+                    if let why = placementProblem(file.doc, path: file.path, live: true) { return heldBackAtInstall(file, why) }
                     return keptLocalEdit(file)
                 }
                 guard try holdsWhatWasRead(file, at: file.path) else { return keptLocalEdit(file) }

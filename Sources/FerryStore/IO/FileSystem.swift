@@ -259,12 +259,16 @@ public enum FileSystem {
         throw StoreError.system("cannot stat", path: path)
     }
 
-    /// Gives the file at `path` (a temp file about to replace a document's file) the permission
-    /// bits of the file it replaces, `replaced`: a file the user made private stays private, a
-    /// script stays executable. Best effort: the content matters more than its mode.
+    /// Gives the file at `path` (a temp file about to replace a document's file) the group and
+    /// the read, write and execute bits of the file it replaces, `replaced`: a file the user
+    /// made private stays private, a script stays executable. Never set-user-id or set-group-id
+    /// (a peer chose the content), and no group bits where the group cannot be kept (they
+    /// would go to another group). Best effort: the content matters more than its mode.
     public static func givePermissions(of replaced: stat, to path: String) {
         guard replaced.st_mode & S_IFMT == S_IFREG else { return }
-        _ = chmod(path, replaced.st_mode & 0o7777)
+        var mode = replaced.st_mode & 0o777
+        if chown(path, uid_t.max, replaced.st_gid) != 0 { mode &= ~0o070 }
+        _ = chmod(path, mode)
     }
 
     /// True when something exists at `path` (a dangling symlink counts).

@@ -28,11 +28,12 @@ struct LogCommand: ParsableCommand {
         let filter = try doc.map { try DocumentID($0) }
         let read = try RevisionLog.read(path: FolderLayout(root: root).logFile)
         var entries = read.entries.reversed().filter { filter == nil || $0.doc == filter! }
+        if let filter, entries.isEmpty { throw StoreError(.notFound, "no document \(filter) in \(root)") }
         if let count { entries = Array(entries.prefix(max(0, count))) }
         // A resolution that came from a peer has no record on its lines here: the tree tells it.
         var index = DocumentIndex()
-        for e in read.entries where filter == nil || e.doc == filter! { index.apply(e) }
-        if let filter, index[filter] == nil { throw StoreError(.notFound, "no document \(filter) in \(root)") }
+        let shown = Set(entries.map(\.doc))
+        for e in read.entries where shown.contains(e.doc) { index.apply(e) }
         entries = entries.map { e in
             var e = e
             e.conflict = index.conflict(closedBy: e)

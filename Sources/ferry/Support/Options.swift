@@ -17,7 +17,8 @@ struct FolderOptions: ParsableArguments {
         if let directory {
             let root = absolute(directory)
             // A mistyped -C is named as such, not as a folder to run `ferry init` in.
-            guard FileSystem.exists(root) else { throw StoreError(.notInitialized, "\(root): no such directory") }
+            var st = stat()
+            guard stat(root, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { throw StoreError(.notInitialized, "\(root): no such directory") }
             return root
         }
         let cwd = FileManager.default.currentDirectoryPath
