@@ -143,11 +143,11 @@ public struct RevisionTree: Sendable {
         mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == rev }
     }
 
-    /// The conflict `rev` took part in closing, as the peer that resolved it recorded it
-    /// (`ConflictRecord`), worked out from the tree, which every synced peer holds whole: a
-    /// merge (winner: its parent, loser: its second parent), or the deletion that closed the
-    /// loser's branch after such a merge. Nil for any other revision. A log line carries its
-    /// record only in the folder that resolved the conflict, not in those its revisions reached.
+    /// The conflict `rev` took part in closing (`ConflictRecord`), worked out from the tree,
+    /// which every synced peer holds whole, so the same in each: a merge (winner: its parent,
+    /// loser: its second parent), or the deletion that closed the loser's branch after such a
+    /// merge. Nil for any other revision. A log line carries its record only in the folder
+    /// that resolved the conflict, not in those its revisions reached.
     public func conflictClosed(by rev: RevisionID) -> ConflictRecord? {
         guard let node = nodes[rev], let parent = node.parent else { return nil }
         let merge = node.deleted
