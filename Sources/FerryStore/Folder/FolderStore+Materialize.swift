@@ -204,17 +204,11 @@ extension FolderStore {
             if file.expecting == nil {
                 // No file was there: a rename that fails if one appeared meanwhile is the last
                 // look and the install in one atomic step.
-                guard try FileSystem.renameIfAbsent(file.temp, file.path) else {
-                    // A directory or a link that took the name holds the document back, as
-                    // the look before writing would have said; a file is the user's, kept.
-                    if let why = placementProblem(file.doc, path: file.path, live: true) { return heldBackAtInstall(file, why) }
-                    return keptLocalEdit(file)
-                }
+                guard try FileSystem.renameIfAbsent(file.temp, file.path) else { return nameTaken(file) }
             } else {
                 // Last look before the rename: an edit that landed meanwhile wins.
                 guard let there = (try? FileSystem.lstat(file.path)) ?? nil, FileFingerprint(there) == file.expecting else {
-                    if let why = placementProblem(file.doc, path: file.path, live: true) { return heldBackAtInstall(file, why) }
-                    return keptLocalEdit(file)
+                    return nameTaken(file)
                 }
                 guard try holdsWhatWasRead(file, at: file.path) else { return keptLocalEdit(file) }
                 FileSystem.givePermissions(of: there, to: file.temp)
@@ -275,7 +269,11 @@ extension FolderStore {
         return a.inode == b.inode && a.size == b.size && a.mtime == b.mtime
     }
 
-    private func heldBackAtInstall(_ file: PendingFile, _ why: String) -> Bool {
+    /// Something else took the document's name between the look and the rename: a directory
+    /// or a link holds the document back, as the look before writing would have said; a file
+    /// is the user's, kept.
+    private func nameTaken(_ file: PendingFile) -> Bool {
+        guard let why = placementProblem(file.doc, path: file.path, live: true) else { return keptLocalEdit(file) }
         unlink(file.temp)
         noteHeldBack(file.doc, why)
         return false

@@ -140,7 +140,12 @@ public struct RevisionTree: Sendable {
     /// True when `rev` is the id of a deletion closing `loser`'s branch after a merge this
     /// tree holds took it in (`RevisionID.closing`).
     public func isClosing(_ rev: RevisionID, of loser: RevisionID) -> Bool {
-        mergeParents.contains { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == rev }
+        merge(closedBy: rev, of: loser) != nil
+    }
+
+    /// The merge that took `loser` in and whose closing deletion of `loser`'s branch is `rev`.
+    private func merge(closedBy rev: RevisionID, of loser: RevisionID) -> RevisionID? {
+        mergeParents.first { $0.value == loser && RevisionID.closing(loser, mergedInto: $0.key) == rev }?.key
     }
 
     /// The conflict `rev` took part in closing (`ConflictRecord`), worked out from the tree,
@@ -150,9 +155,7 @@ public struct RevisionTree: Sendable {
     /// that resolved the conflict, not in those its revisions reached.
     public func conflictClosed(by rev: RevisionID) -> ConflictRecord? {
         guard let node = nodes[rev], let parent = node.parent else { return nil }
-        let merge = node.deleted
-            ? mergeParents.first { $0.value == parent && RevisionID.closing(parent, mergedInto: $0.key) == rev }?.key
-            : rev
+        let merge = node.deleted ? merge(closedBy: rev, of: parent) : rev
         guard let merge, let loser = mergedParent(of: merge), let winner = nodes[merge]?.parent else { return nil }
         // As the resolving peer decides it: the merge took in something of the loser's.
         let tookIn = nodes[merge]?.object != nodes[winner]?.object
