@@ -346,7 +346,16 @@ import FerryTesting
                 #expect(chmod(f.dir.appending("secret.json"), mode) == 0)
                 #expect(try f.store.ingest(doc) == .unchanged)  // as the agent does when it sees the chmod
                 let next = base.child(["v": 2])
-                if batched { try f.store.batch { _ = try next.apply(to: f.store) } } else { _ = try next.apply(to: f.store) }
+                if batched {
+                    try f.store.batch {
+                        _ = try next.apply(to: f.store)
+                        // Written, not yet renamed: the new content is not readable by others meanwhile.
+                        let temps = try FileManager.default.contentsOfDirectory(atPath: f.dir.path).filter { $0.hasPrefix(FolderScanner.temporaryPrefix) }
+                        #expect(temps.count == 1 && temps.allSatisfy { fileMode(f.dir.appending($0)) == 0o600 }, "\(temps)")
+                    }
+                } else {
+                    _ = try next.apply(to: f.store)
+                }
                 #expect(try JSONParser.parse(try f.dir.read("secret.json")) == ["v": 2], "\(batched) \(mode)")
                 #expect(fileMode(f.dir.appending("secret.json")) == mode, "\(batched) \(String(mode, radix: 8))")
                 _ = try f.store.restore(doc, to: f.store.index[doc]!.nodes[base.rev]!)

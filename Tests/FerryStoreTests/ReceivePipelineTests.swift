@@ -399,6 +399,7 @@ import FerryTesting
         #expect(FileSystem.dirname(of: temp) == root + "/pictures")
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: temp))) == bytes)
         let inode = try #require(try FileSystem.lstat(temp)).st_ino
+        #expect(fileMode(temp) != 0o600, "no file was there: the usual mode")
 
         let photo = try DocumentID("pictures/photo.bin")
         let rev = RevisionID.compute(parent: nil, deleted: false, body: digest)
@@ -418,6 +419,7 @@ import FerryTesting
         try again.append(bytes)
         try shared.keepFetched(again)
         let second = try #require(again.documentTemp)
+        #expect(fileMode(second) == 0o600, "private while it waits to replace a file")
         _ = try await shared.applyRemote([RemoteRevision(incoming: incoming, jsonBody: nil, fileTemp: second)])[0].get()
         #expect(try temporaryFiles(under: root).isEmpty)
         #expect(try FileSystem.lstat(root + "/pictures/photo.bin")?.st_ino == inode)
@@ -432,6 +434,30 @@ import FerryTesting
         #expect(bad.documentTemp == nil)
         #expect(try temporaryFiles(under: root).isEmpty)
         #expect(try FileSystem.listDirectory(layout.tempDirectory).isEmpty)
+    }
+
+    /// The temp file of a received JSON body that will replace a file is private until it
+    /// is given that file's permissions (at the rename): a file the user made private is
+    /// never readable by others with its new content.
+    @Test func aBodysTempFileIsPrivateUntilItReplacesAFile() async throws {
+        let f = try TestFolder()
+        try f.dir.write("secret.json", #"{"v": 1}"#)
+        #expect(chmod(f.dir.appending("secret.json"), 0o600) == 0)
+        let doc = try f.doc("secret.json")
+        _ = try f.store.ingest(doc)
+        let parent = try #require(f.store.current(doc)).rev
+        let (path, worker) = (f.dir.appending("secret.json"), f.store.fileWorker)
+        let shared = SharedStore(f.store)
+        let value: JSONValue = ["v": 2, "pad": .string(String(repeating: "x", count: 4_000))]
+        let body = shared.prepare(value, canonical: value.canonicalBytes, references: [], for: doc)
+        worker.wait(through: body.ticket)
+        let temp = try #require(body.documentTemp)
+        #expect(fileMode(temp) == 0o600)
+        let incoming = IncomingRevision(doc: doc, rev: RevisionID.compute(parent: parent, deleted: false, body: body.digest),
+                                        history: [parent], deleted: false, object: nil, size: value.canonicalBytes.count, origin: "peer")
+        _ = try await shared.applyRemote([RemoteRevision(incoming: incoming, jsonBody: body)])[0].get()
+        #expect(try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path)))) == value)
+        #expect(fileMode(path) == 0o600)
     }
 
     /// A peer's first revision of `doc` with body `value`, its files being written.

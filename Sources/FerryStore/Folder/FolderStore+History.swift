@@ -86,7 +86,7 @@ extension FolderStore {
         let dir = FileSystem.dirname(of: path)
         try FileSystem.makeDirectories(dir)  // a deleted document's directory may be gone with it
         let temp = FolderScanner.temporaryPath(beside: path)
-        let fd = try FileSystem.createNew(temp)
+        let fd = try FileSystem.createNew(temp, mode: FileSystem.modeForTemp(replacing: path))
         do throws(StoreError) {
             defer { close(fd) }
             if let body {

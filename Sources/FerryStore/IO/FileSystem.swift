@@ -271,6 +271,14 @@ public enum FileSystem {
         _ = chmod(path, mode)
     }
 
+    /// The mode to create a temp file with that will replace the document at `path`: private
+    /// (`0600`) when a file is there, whose permissions `givePermissions` gives the temp file
+    /// only once it is written; a file the user made private is then never readable by others
+    /// with its new content, not even while that is written. The usual `0644` for a new file.
+    public static func modeForTemp(replacing path: String) -> mode_t {
+        exists(path) ? 0o600 : 0o644
+    }
+
     /// True when something exists at `path` (a dangling symlink counts).
     public static func exists(_ path: String) -> Bool {
         var st = stat()

@@ -329,7 +329,7 @@ public final class PendingObject {
     public func copyBeside(_ document: String) {
         precondition(object != nil && hasher.count == 0, "the copy starts with the first piece")
         let path = FolderScanner.temporaryPath(beside: document)
-        guard let fd = try? FileSystem.createNew(path) else { return }
+        guard let fd = try? FileSystem.createNew(path, mode: FileSystem.modeForTemp(replacing: document)) else { return }
         // Its pages are dropped once written back: the object's stay cached, and one copy in
         // memory is enough (as `FileSystem.copyAll` does, but without waiting for the disk:
         // this runs on a session's thread).

@@ -63,7 +63,7 @@ public final class ReceivedBody: @unchecked Sendable {
             // From the canonical bytes (ours: made by the serializer or checked against it):
             // the same text as `value.prettyBytes` without walking the tree again.
             let pretty = canonical.withUnsafeBufferPointer { JSONValue.prettyBytes(fromCanonical: $0) }
-            try FileSystem.createFile(file, pretty)
+            try FileSystem.createFile(file, pretty, mode: FileSystem.modeForTemp(replacing: document))
             documentTemp = file
             documentText = KnownFileText.of(pretty, object: digest, size: canonical.count) { blobs }
         } catch {
