@@ -217,6 +217,8 @@ public final class FolderWatcher: @unchecked Sendable {
                 } else if e.mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, !renamedDirectories.contains(path) {
                     // Watch first, then scan: what landed before the watch is found by the scan.
                     for file in addWatches(under: path) { settler.note(file, .completed, now: now) }
+                } else if e.mask & UInt32(IN_ATTRIB) != 0 {
+                    continuation?.yield(.permissionsChanged(path))
                 }
                 continue
             }

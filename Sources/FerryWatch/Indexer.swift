@@ -57,6 +57,8 @@ public final class Indexer {
                 recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded
+        case .permissionsChanged:
+            return []  // `handle` tries the held-back documents again
         case .rescan(let reason):
             logger.info("rescanning the folder", metadata: ["reason": "\(reason)"])
             // The agent's sessions may be writing temp files right now: they are not leftovers.

@@ -9,6 +9,9 @@ public enum WatchOutput: Sendable, Equatable {
     /// A directory (relative) was removed or moved away an absence window ago: every document
     /// under it is looked at again (what is not back is deleted).
     case directoryGone(String)
+    /// A directory's permissions or owner changed (relative; "" is the folder): a document
+    /// held back because its directory could not be written may be written now.
+    case permissionsChanged(String)
     /// Events may have been lost (queue overflow, watch limit): scan the whole folder.
     case rescan(reason: String)
 }

@@ -106,6 +106,49 @@ import FerryTesting
         }
     }
 
+    /// A directory the user made read-only takes no peer's revision, and costs no retry: the
+    /// revisions are recorded and listed as held back; once the directory is writable again
+    /// the files are written (and removed) without another sync.
+    @Test func aReadOnlyDirectoryHoldsItsDocumentsBackUntilItIsWritable() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder], in: sandbox.root).status == 0) }
+            try sandbox.shell(#"mkdir notes && printf '{"v": 1}\n' > notes/old.json && printf '{"v": "gone"}\n' > notes/gone.json"#, in: b)
+            let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let url = try #require(listener.url)
+            #expect(try sandbox.ferry(["sync", url], in: b).status == 0)
+            #expect(try sandbox.shell("chmod 555 notes", in: a).status == 0)
+            let before = try sandbox.shell("ls -la notes; sha256sum notes/*", in: a).stdout
+            try sandbox.shell(#"printf '{"v": 2}\n' > notes/old.json && rm notes/gone.json && printf '{"v": "new"}\n' > notes/new.json && mkdir notes/deep && printf '{"v": "deep"}\n' > notes/deep/x.json"#, in: b)
+
+            let started = Date()
+            let sync = try sandbox.ferry(["sync", url], in: b)
+            #expect(sync.status == 0, "\(sync.stderr)")
+            #expect(Date().timeIntervalSince(started) < 20, "refused writes were retried: \(Date().timeIntervalSince(started)) s")
+            #expect(try sandbox.shell("ls -la notes; sha256sum notes/*", in: a).stdout == before)
+            let status = try sandbox.ferry(["status"], in: a).stdout
+            for doc in ["notes/old.json", "notes/gone.json", "notes/new.json", "notes/deep/x.json"] {
+                #expect(status.contains("held back: \(doc): notes/ cannot be written here (permission denied)")
+                        || status.contains("held back: \(doc): notes/deep/ cannot be written here (permission denied)"), "\(doc): \(status)")
+            }
+            // Recorded all the same: a's history has b's four revisions.
+            let (received, sent) = (try Self.entries(a).filter { $0.origin != "local" }.count, try Self.entries(b).count)
+            #expect(received == sent)
+
+            #expect(try sandbox.shell("chmod 755 notes", in: a).status == 0)
+            let read = { (path: String) in (try? JSONParser.parse(Array(FileManager.default.contents(atPath: a + "/" + path) ?? Data()))) }
+            #expect(eventually(10) { read("notes/old.json") == ["v": 2] && read("notes/new.json") == ["v": "new"] && read("notes/deep/x.json") == ["v": "deep"] },
+                    "\(listener.log().suffix(1500))")
+            #expect(eventually(10) { !FileManager.default.fileExists(atPath: a + "/notes/gone.json") })
+            #expect(eventually(10) { (try? sandbox.ferry(["status"], in: a).stdout.contains("held back")) == false })
+            let own = try Self.entries(a).filter { $0.origin == "local" }
+            #expect(own.isEmpty, "a recorded something of its own: \(own)")
+            #expect(listener.stop() == 0)
+            #expect(try Self.verified(sandbox, [a, b]))
+        }
+    }
+
     @Test func aFerryFolderInsideAnotherKeepsItsStateToItself() async throws {
         try await endToEnd {
             let sandbox = try UserSandbox()

@@ -115,6 +115,35 @@ extension FolderStore {
     /// install fails if one appeared.
     func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
                      preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
+        let wasHeldBack = heldBack[doc]
+        do {
+            return try writeFile(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: lookedJustNow)
+        } catch where Self.isRefusedPermission(error) {
+            // A directory the user made read-only, or a read-only mount: retrying will not help
+            // until they change it (the watcher sees a directory's `chmod`, `retryHeldBack`).
+            let why = writeRefusal(doc, error)
+            if wasHeldBack != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
+            heldBack[doc] = why
+            return .heldBack(why)
+        }
+    }
+
+    /// Whether `error` is the system refusing to write or remove a file here, for lack of
+    /// permission or on a read-only filesystem.
+    static func isRefusedPermission(_ error: StoreError) -> Bool {
+        error.errno.map { [EACCES, EPERM, EROFS].contains($0) } ?? false
+    }
+
+    /// Why `doc` is held back when writing or removing its file was refused (`isRefusedPermission`).
+    func writeRefusal(_ doc: DocumentID, _ error: StoreError) -> String {
+        let directory = FileSystem.dirname(of: doc.rawValue)
+        let reason = String(cString: strerror(error.errno ?? EACCES)).lowercased()
+        return "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(reason))"
+    }
+
+    /// `materialize`'s work, which throws when the system refuses a write.
+    private func writeFile(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
+                           preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
         if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
         // A caller that found no file a moment ago (`ingestBeforeWriting`) checked where the
@@ -131,11 +160,16 @@ extension FolderStore {
         let over = fileRevision(doc)
         let now = current(doc)
         guard let current = now, !current.deleted else {
+            guard expecting != nil else {
+                fileBases[doc] = nil
+                return .upToDate
+            }
+            // Removed first: a removal refused leaves the file holding what it held (its base
+            // kept), which `retryHeldBack` removes once it can.
+            try FileSystem.unlink(path)
             fileBases[doc] = nil
-            guard expecting != nil else { return .upToDate }
             if let tombstone = now { noteWrite(doc, rev: tombstone.rev, over: over) }
             forgetWhatTheFileHeld(doc)
-            try FileSystem.unlink(path)
             if let batch = objects.batch { batch.filesRemoved = true } else { try FileSystem.syncDirectory(FileSystem.dirname(of: path)) }
             removeEmptyDirectories(above: doc)
             return .removed
@@ -289,7 +323,10 @@ extension FolderStore {
     /// directory vanished meanwhile, say) does not fail the batch; the next scan sees what is
     /// on disk.
     func installBatchedFile(_ file: PendingFile) {
-        do { _ = try installPendingFile(file) } catch {
+        do { _ = try installPendingFile(file) } catch where Self.isRefusedPermission(error) {
+            let why = writeRefusal(file.doc, error)
+            noteHeldBack(file.doc, why)
+        } catch {
             logger.warning("could not put a peer's revision in place", metadata: ["doc": "\(file.doc)", "error": "\(error)"])
         }
     }
@@ -337,8 +374,13 @@ extension FolderStore {
     public func retryHeldBack() throws(StoreError) -> [LogEntry] {
         var recorded: [LogEntry] = []
         for doc in heldBack.keys.sorted() where placementProblem(doc, path: layout.path(of: doc.rawValue)) == nil {
+            let path = layout.path(of: doc.rawValue)
+            // One whose write was refused waits until its directory can be written.
+            guard FileSystem.canCreate(in: FileSystem.dirname(of: path), within: layout.root) else { continue }
             heldBack[doc] = nil
-            if FileSystem.exists(layout.path(of: doc.rawValue)) {
+            if FileSystem.exists(path) {
+                // A file the user put there is recorded; one still holding the revision before
+                // the refused write (or deletion) shows the current revision now.
                 if case .recorded(let e) = try ingest(doc) { recorded.append(e) }
             } else {
                 _ = try materialize(doc, expecting: nil)

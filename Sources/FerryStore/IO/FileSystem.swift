@@ -279,6 +279,15 @@ public enum FileSystem {
         exists(path) ? 0o600 : 0o644
     }
 
+    /// Whether this process may create files in `directory`, or in the nearest directory
+    /// above it that exists (up to `root`): false where a directory is read-only to it or on
+    /// a read-only mount.
+    public static func canCreate(in directory: String, within root: String) -> Bool {
+        var dir = directory
+        while access(dir, F_OK) != 0, dir.count > root.count { dir = dirname(of: dir) }
+        return access(dir, W_OK | X_OK) == 0
+    }
+
     /// True when something exists at `path` (a dangling symlink counts).
     public static func exists(_ path: String) -> Bool {
         var st = stat()
