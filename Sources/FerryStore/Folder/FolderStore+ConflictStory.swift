@@ -25,31 +25,11 @@ extension FolderStore {
         // The newest common ancestor with a body; none (unrelated first revisions): the empty object.
         let base = tree.mergeBases(winner, loser).compactMap { tree.nodes[$0] }.filter(\.hasBody).max { $0.rev < $1.rev }
         let baseBody = base.flatMap { try? jsonBody(of: $0, doc: doc) } ?? .object([:])
-        func lost(_ side: JSONValue) -> [LostValue] {
-            JSONDiff.changes(from: baseBody, to: side).compactMap { change in
-                let kept = Self.value(at: change.path, in: resultBody)
-                guard kept != change.new else { return nil }
-                return LostValue(path: JSONDiff.render(change.path), had: change.new, kept: kept)
+        func lost(_ side: JSONValue, against other: JSONValue) -> [LostValue] {
+            MergeLoss.lost(base: baseBody, side: side, other: other, result: resultBody).map {
+                LostValue(path: JSONDiff.render($0.path), had: $0.had, kept: $0.kept)
             }
         }
-        return (lost(winnerBody), lost(loserBody))
-    }
-
-    /// The value at `path` in `value`, or nil when there is none.
-    static func value(at path: [JSONPathComponent], in value: JSONValue) -> JSONValue? {
-        var current = value
-        for step in path {
-            switch (step, current) {
-            case let (.key(k), .object(o)):
-                guard let next = o[k] else { return nil }
-                current = next
-            case let (.index(i), .array(a)):
-                guard a.indices.contains(i) else { return nil }
-                current = a[i]
-            default:
-                return nil
-            }
-        }
-        return current
+        return (lost(winnerBody, against: loserBody), lost(loserBody, against: winnerBody))
     }
 }
