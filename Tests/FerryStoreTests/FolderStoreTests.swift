@@ -512,6 +512,25 @@ import FerryTesting
 }
 
 @Suite struct CompactTests {
+    /// What each side of a closed conflict lost is told from the merge base's body; once
+    /// `compact` dropped it, it is not known, and not guessed against an empty base.
+    @Test func whatEachSideLostIsNotGuessedOnceTheMergeBaseIsCompacted() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1, "c": 1])
+        _ = try base.apply(to: f.store)
+        _ = try base.child(["a": 2, "b": 1, "c": 1]).apply(to: f.store)
+        _ = try base.child(["a": 3, "b": 1, "c": 1]).apply(to: f.store)
+        let closing = try #require(try f.store.readLogEntries().last { $0.deleted })
+        let record = try #require(f.store.index.conflict(closedBy: closing))
+        let result = try #require(f.store.current(doc)).rev
+        let told = try #require(f.store.lostValues(doc, winner: record.winner, loser: record.loser, result: result))
+        #expect(told.winner.isEmpty && told.loser == [LostValue(path: "a", had: 2, kept: 3)], "\(told)")
+        #expect(try f.store.compact(keepDepth: 1).revisionsCompacted == 1)
+        #expect(f.store.index[doc]?.nodes[base.rev]?.hasBody == false)
+        #expect(f.store.lostValues(doc, winner: record.winner, loser: record.loser, result: result) == nil)
+    }
+
     @Test func compactDropsOldBodiesAndKeepsTheFolderValid() throws {
         let f = try TestFolder()
         let doc = try f.doc("a.json")

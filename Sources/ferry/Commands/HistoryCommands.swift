@@ -154,6 +154,7 @@ struct ConflictsCommand: ParsableCommand {
         for r in resolved {
             let told = story(r)
             print("\(r.time)\t\(r.doc)\twinner \(r.record.winner)\tloser \(r.record.loser)\t\(told.how)\tlosing branch closed by \(r.closing)")
+            if told.lost == nil && r.doc.kind == .json { print("    what each side lost is not known here: a body it needs was compacted") }
             for (side, values) in [("winner", told.lost?.winner ?? []), ("loser", told.lost?.loser ?? [])] {
                 for v in values {
                     let had = v.had.map { JSONDiff.excerpt($0) } ?? "(removed)", kept = v.kept.map { JSONDiff.excerpt($0) } ?? "(absent)"
