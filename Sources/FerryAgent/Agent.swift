@@ -192,7 +192,7 @@ public final class Agent: @unchecked Sendable {
             "recorded": "\(report.recorded.count)", "unreadable": "\(report.unreadable.count)",
             "elapsed": "\(ContinuousClock.now - start)",
         ])
-        for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(s.path)", "reason": "\(s.reason)"]) }
+        for s in report.skipped { logger.notice("not synced", metadata: ["path": "\(PrintablePath.text(s.path))", "reason": "\(s.reason)"]) }
         // From here on the watcher sees every change: a file missing for a moment (a save by
         // rename) is not a deletion until it has stayed away.
         store.deletionsAwaitWatcher = true

@@ -38,7 +38,7 @@ public final class Indexer {
             var recorded: [LogEntry] = []
             for path in paths {
                 guard let doc = try? DocumentID(path) else {
-                    logger.notice("not synced: the name is not a valid document id", metadata: ["path": "\(path)"])
+                    logger.notice("not synced: the name is not a valid document id", metadata: ["path": "\(PrintablePath.text(path))"])
                     continue
                 }
                 recorded += try ingestSettled(doc, whenMissing: .wait)

@@ -34,6 +34,25 @@ import FerryTesting
         }
     }
 
+    /// A skipped name holding a newline or an escape prints as one quoted line, never raw.
+    @Test func aNameWithAControlCharacterPrintsOnOneLine() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("f")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try Data("{}".utf8).write(to: URL(fileURLWithPath: dir + "/bad\nname.json"))
+            try Data("{}".utf8).write(to: URL(fileURLWithPath: dir + "/bell\u{1B}[31m.json"))
+            for args in [["init", dir], ["-C", dir, "status"]] {
+                let r = try FerryProcess.ferry(args)
+                #expect(r.status == 0, "\(r.stderr)")
+                let lines = r.stdout.split(separator: "\n").filter { $0.contains("not synced") }
+                #expect(lines.count == 2 && lines.contains { $0.contains(#"not synced: "bad\nname.json": "#) }
+                        && lines.contains { $0.contains(#"not synced: "bell\u001b[31m.json": "#) }, "\(args[0]): \(r.stdout)")
+                #expect(!r.stdout.unicodeScalars.contains("\u{1B}"), "\(args[0])")
+            }
+        }
+    }
+
     @Test func aFlippedByteIsNamedByVerify() async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()

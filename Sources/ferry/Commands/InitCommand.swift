@@ -47,7 +47,7 @@ struct InitCommand: ParsableCommand {
         print("Initialized ferry folder \(root) (database \"\(store.info.name)\", id \(store.info.id))")
         print("Recorded \(report.recorded.count) document\(report.recorded.count == 1 ? "" : "s").")
         for u in report.unreadable { print("  not recorded: \(u.doc): \(u.reason)") }
-        for s in report.skipped { print("  not synced: \(s.path): \(s.reason)") }
+        for s in report.skipped { print("  not synced: \(PrintablePath.text(s.path)): \(s.reason)") }
     }
 }
 

@@ -179,7 +179,7 @@ struct StatusCommand: ParsableCommand {
             for p in pending { print("pending:   \(p["change"]?.stringValue ?? "") \(p["doc"]?.stringValue ?? "")") }
         }
         for u in report["unreadable"]?.arrayValue ?? [] { print("unreadable: \(u["doc"]?.stringValue ?? ""): \(u["error"]?.stringValue ?? "")") }
-        for k in report["skipped"]?.arrayValue ?? [] { print("not synced: \(k["path"]?.stringValue ?? ""): \(k["reason"]?.stringValue ?? "")") }
+        for k in report["skipped"]?.arrayValue ?? [] { print("not synced: \(PrintablePath.text(k["path"]?.stringValue ?? "")): \(k["reason"]?.stringValue ?? "")") }
         for h in report["held_back"]?.arrayValue ?? [] { print("held back: \(h["doc"]?.stringValue ?? ""): \(h["reason"]?.stringValue ?? "")") }
     }
 }
