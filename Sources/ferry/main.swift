@@ -18,11 +18,15 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.count >= 3, arguments[0] == "-C" {
     let dir = arguments[1]
     arguments.removeFirst(2)
-    var insertAt = 1
-    // Nested commands (`identity create`) keep their full path before the option.
-    if arguments.count > 1, FerryCommand.configuration.subcommands.contains(where: {
-        $0.configuration.commandName == arguments[0] && !$0.configuration.subcommands.isEmpty
-    }) { insertAt = 2 }
-    arguments.insert(contentsOf: ["-C", dir], at: min(insertAt, arguments.count))
+    let command = FerryCommand.configuration.subcommands.first {
+        $0.configuration.commandName == arguments[0] || $0.configuration.aliases.contains(arguments[0])
+    }
+    // Not a command (`ferry -C DIR bogus`, `ferry -C DIR --help`): the parser speaks of what
+    // follows, not of a `-C` it was never shown where it belongs.
+    if let command {
+        // Nested commands (`identity create`) keep their full path before the option.
+        let insertAt = arguments.count > 1 && !command.configuration.subcommands.isEmpty ? 2 : 1
+        arguments.insert(contentsOf: ["-C", dir], at: min(insertAt, arguments.count))
+    }
 }
 exit(await CommandRunner.run(arguments))

@@ -33,6 +33,10 @@ import FerryTesting
             try tmp.write("a-file", "not a folder")
             let aFile = try FerryProcess.ferry(["-C", tmp.appending("a-file"), "status"])
             #expect(aFile.status == 4 && aFile.stderr.contains("a-file: no such directory"), "\(aFile.stderr)")
+            // A mistyped command after -C is named as such, not "Unknown option '-C'".
+            let bogus = try FerryProcess.ferry(["-C", b, "statsu"])
+            #expect(bogus.status == 2, "\(bogus.status)")
+            #expect(bogus.stderr.contains("'statsu'") && !bogus.stderr.contains("'-C'"), "\(bogus.stderr)")
             let noLog = try FerryProcess.ferry(["log", "nosuch.json"], in: b)
             #expect(noLog.status == 1 && noLog.stderr.contains("no document nosuch.json"), "\(noLog.stderr)")
         }
