@@ -53,6 +53,26 @@ import FerryTesting
         }
     }
 
+    /// `verify` says what kind of change a file not recorded yet is, as `status` does.
+    @Test func verifyNamesEachUnrecordedChangeForWhatItIs() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("f")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try tmp.write("f/kept.json", #"{"v": 1}"#)
+            try tmp.write("f/gone.json", #"{"v": 1}"#)
+            #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+            try tmp.write("f/kept.json", #"{"v": 2}"#)
+            try tmp.write("f/new.json", #"{"v": 1}"#)
+            try FileManager.default.removeItem(atPath: dir + "/gone.json")
+            let r = try FerryProcess.ferry(["verify"], in: dir)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(r.stdout.contains("pending: new.json is a new file (not recorded yet)")
+                    && r.stdout.contains("pending: kept.json differs from its current revision (not recorded yet)")
+                    && r.stdout.contains("pending: gone.json is gone (its deletion not recorded yet)"), "\(r.stdout)")
+        }
+    }
+
     @Test func aFlippedByteIsNamedByVerify() async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()

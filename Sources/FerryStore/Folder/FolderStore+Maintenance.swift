@@ -15,8 +15,8 @@ public struct VerifyReport: Sendable {
     public var logProblems: [String] = []
     /// Bytes of a torn last log line (repaired by the next writer; not damage).
     public var tornTailBytes: Int = 0
-    /// Documents whose files differ from their current revision (edits not recorded yet).
-    public var pending: [DocumentID] = []
+    /// Documents whose files differ from their current revision, and how (changes not recorded yet).
+    public var pending: [(doc: DocumentID, change: DiskState.Change)] = []
     /// Documents whose files cannot be read as revisions (invalid JSON…).
     public var unreadable: [(doc: DocumentID, reason: String)] = []
     /// Objects checked.
@@ -175,7 +175,7 @@ extension FolderStore {
             }
         }
         let disk = try diskState()
-        report.pending = disk.pending.map(\.doc)
+        report.pending = disk.pending
         report.unreadable = disk.unreadable
         return report
     }

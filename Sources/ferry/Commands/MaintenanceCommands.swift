@@ -23,7 +23,7 @@ struct VerifyCommand: ParsableCommand {
                 "stray_files": .array(r.strayObjectFiles.map { .string($0) }),
                 "log_problems": .array(r.logProblems.map { .string($0) }),
                 "torn_tail_bytes": .int(r.tornTailBytes),
-                "pending": .array(r.pending.map { .string($0.rawValue) }),
+                "pending": .array(r.pending.map { .string($0.doc.rawValue) }),
                 "unreadable": ReportJSON.documents(r.unreadable, key: "error"),
             ])
         } else {
@@ -32,7 +32,13 @@ struct VerifyCommand: ParsableCommand {
             for s in r.strayObjectFiles { print("STRAY file in objects/: \(s)") }
             for p in r.logProblems { print("LOG \(p)") }
             if r.tornTailBytes > 0 { print("note: revs.log ends with a torn line of \(r.tornTailBytes) bytes (ignored; repaired by the next writer)") }
-            for p in r.pending { print("pending: \(p) differs from its current revision (not recorded yet)") }
+            for p in r.pending {
+                switch p.change {
+                case .added: print("pending: \(p.doc) is a new file (not recorded yet)")
+                case .modified: print("pending: \(p.doc) differs from its current revision (not recorded yet)")
+                case .deleted: print("pending: \(p.doc) is gone (its deletion not recorded yet)")
+                }
+            }
             for u in r.unreadable { print("unreadable: \(u.doc): \(u.reason)") }
             print(r.isClean ? "ok: \(r.objectsChecked) objects verified, log consistent" : "damage found")
         }
