@@ -36,6 +36,71 @@ import FerryTesting
         }
     }
 
+    /// The documents a fake peer took.
+    final class Taken: Sendable {
+        let names = Mutex<[String]>([])
+    }
+
+    /// Plays a passive peer that takes every revision but those of `refused`, which it
+    /// answers 403 (as Sync Gateway's sync function refuses a document); `taken` counts the rest.
+    static func refuseOneDocument(_ transport: LoopbackTransport, refused: String, taken: Taken) async {
+        var machine = ConnectionStateMachine(role: .passive, localPeer: "gateway", database: "inventory")
+        var iterator = transport.inbound.makeAsyncIterator()
+        while let message = await iterator.next() {
+            guard case .text(let bytes) = message else { continue }
+            let reply: Frame?
+            switch machine.receiveText(bytes) {
+            case .send(let frame): reply = frame
+            case .request(let n, let noReply, let request):
+                guard !noReply else { continue }
+                switch request {
+                case .getCheckpoint: reply = .response(to: n, .error(status: 404, message: "no checkpoint"))
+                case .changes(let entries): reply = .response(to: n, .changes(entries.map { _ in .wanted(knownAncestors: []) }, maxHistory: nil))
+                case .setCheckpoint: reply = .response(to: n, .checkpointSaved(rev: "1"))
+                case .rev(let doc, _, _, _, _, _, _) where doc.rawValue == refused:
+                    reply = .response(to: n, .error(status: 403, message: "forbidden by the sync function"))
+                case .rev(let doc, _, _, _, _, _, _):
+                    taken.names.withLock { $0.append(doc.rawValue) }
+                    reply = .response(to: n, .ok)
+                default: reply = .response(to: n, .ok)
+                }
+            default: reply = nil
+            }
+            if let reply { _ = transport.enqueue(.text(FrameCodec.encode(reply))) }
+        }
+    }
+
+    /// One document refused (403) is that document's failure: the others are pushed, and the
+    /// one-shot push ends as done, counting one failed revision.
+    @Test func aRevisionRefusedFor403FailsThatDocumentOnlyAndThePushGoesOn() async throws {
+        let tmp = TemporaryDirectory()
+        let store = try FolderStore.create(at: tmp.appending("a"), name: "inventory")
+        for name in ["a.json", "forbidden.json", "z.json"] {
+            try Data("{\"name\": \"\(name)\"}\n".utf8).write(to: URL(fileURLWithPath: tmp.appending("a") + "/" + name))
+        }
+        _ = try store.scanAndRecord()
+        let shared = SharedStore(store)
+        let taken = Taken()
+        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
+        configuration.direction = .push
+        configuration.maxAttempts = 1
+        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
+            let (ours, theirs) = LoopbackTransport.pair()
+            Task { await Self.refuseOneDocument(theirs, refused: "forbidden.json", taken: taken) }
+            return ours
+        }, logger: logger)
+        let outcome = Task { try await replicator.run() }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            outcome.cancel()
+        }
+        defer { watchdog.cancel() }
+        let stats = try await outcome.value
+        #expect(Set(taken.names.withLock { $0 }) == ["a.json", "z.json"])
+        #expect(stats.revisionsSent == 2 && stats.revisionsFailed == 1 && stats.pushRefused == nil, "\(stats)")
+    }
+
     @Test func aPeerThatRefusesEveryRevisionWith503StopsAOneShotPushAfterMaxAttempts() async throws {
         let tmp = TemporaryDirectory()
         let store = try FolderStore.create(at: tmp.appending("a"), name: "inventory")

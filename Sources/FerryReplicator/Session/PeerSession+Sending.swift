@@ -202,8 +202,11 @@ extension PeerSession {
     }
 
     /// Waits for the peer's answers to revisions sent; a delta it could not use is sent again
-    /// whole. Throws when the peer refused one for good, or could not store one (so the
-    /// checkpoint does not move past it).
+    /// whole. A revision refused (403: Sync Gateway's sync function, a per-document rule) is
+    /// that document's failure, counted and logged, as Couchbase Lite's pusher counts it: the
+    /// push goes on, and the revision is not offered again until the document changes (a peer
+    /// that takes no push at all refuses `changes`, `sendWanted`). Throws when the peer could
+    /// not store one (so the checkpoint does not move past it).
     func collectAnswers(_ waiting: [SentRevision]) async throws {
         var transientFailure: String?
         for rev in waiting {
@@ -219,7 +222,6 @@ extension PeerSession {
                 // Refused by the peer, or not sent at all: a channel that cannot give the peer a
                 // revision (a body Couchbase Lite would change) answers for it.
                 logger.warning("a revision did not reach the peer", metadata: ["doc": "\(rev.doc)", "status": "\(status)", "error": "\(message)"])
-                if status == 403 { throw ReplicationError.pushRefused(message) }
                 if status >= 500 { transientFailure = "the peer could not store \(rev.doc) (\(status)): \(message)" }
             } else {
                 update { $0.revisionsSent += 1 }
