@@ -12,10 +12,10 @@ import FerryTesting
 /// not keep a one-shot replication retrying for ever: a session that moved nothing counts as a
 /// failed attempt, so `maxAttempts` and the backoff hold.
 @Suite struct RetryTests {
-    /// Plays a passive peer on `transport`: hello, no checkpoint, every change wanted, every
-    /// revision refused with 503.
-    static func refuseEveryRevision(_ transport: LoopbackTransport) async {
-        var machine = ConnectionStateMachine(role: .passive, localPeer: "full-disk", database: "inventory")
+    /// Plays a passive peer on `transport`: hello, no checkpoint, every change wanted, each
+    /// revision answered by `answer` (given its document).
+    static func playPassivePeer(_ transport: LoopbackTransport, name: String, answer: (DocumentID) -> Response) async {
+        var machine = ConnectionStateMachine(role: .passive, localPeer: name, database: "inventory")
         var iterator = transport.inbound.makeAsyncIterator()
         while let message = await iterator.next() {
             guard case .text(let bytes) = message else { continue }
@@ -26,8 +26,9 @@ import FerryTesting
                 guard !noReply else { continue }
                 switch request {
                 case .getCheckpoint: reply = .response(to: n, .error(status: 404, message: "no checkpoint"))
+                case .setCheckpoint: reply = .response(to: n, .checkpointSaved(rev: "1"))
                 case .changes(let entries): reply = .response(to: n, .changes(entries.map { _ in .wanted(knownAncestors: []) }, maxHistory: nil))
-                case .rev: reply = .response(to: n, .error(status: 503, message: "no space left on device"))
+                case .rev(let doc, _, _, _, _, _, _): reply = .response(to: n, answer(doc))
                 default: reply = .response(to: n, .ok)
                 }
             default: reply = nil
@@ -36,37 +37,23 @@ import FerryTesting
         }
     }
 
+    /// A full disk: every revision refused with 503.
+    static func refuseEveryRevision(_ transport: LoopbackTransport) async {
+        await playPassivePeer(transport, name: "full-disk") { _ in .error(status: 503, message: "no space left on device") }
+    }
+
     /// The documents a fake peer took.
     final class Taken: Sendable {
         let names = Mutex<[String]>([])
     }
 
-    /// Plays a passive peer that takes every revision but those of `refused`, which it
-    /// answers 403 (as Sync Gateway's sync function refuses a document); `taken` counts the rest.
+    /// Takes every revision but those of `refused`, which it answers 403 (as Sync Gateway's
+    /// sync function refuses a document); `taken` lists the rest.
     static func refuseOneDocument(_ transport: LoopbackTransport, refused: String, taken: Taken) async {
-        var machine = ConnectionStateMachine(role: .passive, localPeer: "gateway", database: "inventory")
-        var iterator = transport.inbound.makeAsyncIterator()
-        while let message = await iterator.next() {
-            guard case .text(let bytes) = message else { continue }
-            let reply: Frame?
-            switch machine.receiveText(bytes) {
-            case .send(let frame): reply = frame
-            case .request(let n, let noReply, let request):
-                guard !noReply else { continue }
-                switch request {
-                case .getCheckpoint: reply = .response(to: n, .error(status: 404, message: "no checkpoint"))
-                case .changes(let entries): reply = .response(to: n, .changes(entries.map { _ in .wanted(knownAncestors: []) }, maxHistory: nil))
-                case .setCheckpoint: reply = .response(to: n, .checkpointSaved(rev: "1"))
-                case .rev(let doc, _, _, _, _, _, _) where doc.rawValue == refused:
-                    reply = .response(to: n, .error(status: 403, message: "forbidden by the sync function"))
-                case .rev(let doc, _, _, _, _, _, _):
-                    taken.names.withLock { $0.append(doc.rawValue) }
-                    reply = .response(to: n, .ok)
-                default: reply = .response(to: n, .ok)
-                }
-            default: reply = nil
-            }
-            if let reply { _ = transport.enqueue(.text(FrameCodec.encode(reply))) }
+        await playPassivePeer(transport, name: "gateway") { doc in
+            guard doc.rawValue != refused else { return .error(status: 403, message: "forbidden by the sync function") }
+            taken.names.withLock { $0.append(doc.rawValue) }
+            return .ok
         }
     }
 
