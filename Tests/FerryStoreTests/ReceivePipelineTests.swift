@@ -460,6 +460,32 @@ import FerryTesting
         #expect(fileMode(path) == 0o600)
     }
 
+    /// Two revisions of a document new here, stored in one group: the file shows the second.
+    /// The look before the second's write found no file and wrote the first back (it was
+    /// current, its file never written); the second's write then took that file for a user's
+    /// and left it, so the file showed the first while the log said the second.
+    @Test(arguments: [0, 4]) func aNewDocumentsRevisionsInOneGroupLeaveItsFileAtTheLast(historyOnly: Int) async throws {
+        let f = try TestFolder()
+        let doc = try f.doc("d.json")
+        let (path, root) = (f.dir.appending("d.json"), f.root)
+        let shared = SharedStore(f.store)
+        var (parent, history): (RevisionID?, [RevisionID]) = (nil, [])
+        var remotes: [RemoteRevision] = []
+        for v in 0...5 {
+            let value: JSONValue = ["v": .number(JSONNumber(v))]
+            let body = shared.prepare(value, canonical: value.canonicalBytes, references: [], for: doc)
+            let rev = RevisionID.compute(parent: parent, deleted: false, body: body.digest)
+            let incoming = IncomingRevision(doc: doc, rev: rev, history: history, deleted: false, object: nil,
+                                            size: value.canonicalBytes.count, origin: "peer")
+            // The first `historyOnly` arrive as history only (as from a compacted folder).
+            if v >= historyOnly { remotes.append(RemoteRevision(incoming: incoming, jsonBody: body)) } else { shared.discard(body) }
+            (parent, history) = (rev, [rev] + history)
+        }
+        for result in await shared.applyRemote(remotes) { _ = try result.get() }
+        #expect(try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path)))) == ["v": 5])
+        #expect(try temporaryFiles(under: root).isEmpty)
+    }
+
     /// A peer's first revision of `doc` with body `value`, its files being written.
     private func remote(_ doc: DocumentID, _ value: JSONValue, _ shared: SharedStore) -> RemoteRevision {
         let bytes = value.canonicalBytes

@@ -145,7 +145,14 @@ extension FolderStore {
     private func writeFile(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
                            preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
-        if objects.batch?.pendingFiles[path] != nil { try flushBatch() }
+        var (expecting, lookedJustNow) = (expecting, lookedJustNow)
+        if objects.batch?.pendingFiles[path] != nil {
+            try flushBatch()
+            // The flush put an earlier revision's file in place (the look before this write
+            // may have written one back: `recordMissing`), or left a user's file there: what
+            // the caller saw is gone. The file is expected as the flush recorded it.
+            (expecting, lookedJustNow) = (statCache[doc]?.fingerprint, false)
+        }
         // A caller that found no file a moment ago (`ingestBeforeWriting`) checked where the
         // document goes and the ignore rules on its way: they are not looked up twice.
         let looked = lookedJustNow && expecting == nil
