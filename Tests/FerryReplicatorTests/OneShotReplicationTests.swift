@@ -124,6 +124,28 @@ import FerryTesting
         await listener.stop()
     }
 
+    /// Revisions `compact` took the bodies of are not announced: a pull from a compacted
+    /// folder moves its leaves (with the whole history's ids) and fails nothing.
+    @Test func aPullFromACompactedFolderFailsNothing() async throws {
+        let tmp = TemporaryDirectory()
+        let source = tmp.appending("inventory"), target = tmp.appending("copy")
+        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
+        try tmp.write("inventory/d.json", #"{"v": 0}"#)
+        #expect(try FerryProcess.ferry(["init", source]).status == 0)
+        for v in 1...5 {
+            try tmp.write("inventory/d.json", "{\"v\": \(v)}")
+            #expect(try scan(source) == 0)
+        }
+        #expect(try FerryProcess.ferry(["compact", "--keep-depth", "1"], in: source).stdout.contains("Compacted 4 revisions"))
+        #expect(try FerryProcess.ferry(["init", target]).status == 0)
+        let listener = try await serve(source, database: "inventory")
+        let stats = try await pull(into: target, from: listener, database: "inventory")
+        await listener.stop()
+        #expect(stats.revisionsReceived == 2 && stats.revisionsFailed == 0, "\(stats)")
+        #expect(try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: target + "/d.json")))) == ["v": 5])
+        #expect(try FerryProcess.ferry(["verify"], in: target).status == 0)
+    }
+
     @Test func aOneShotPushSendsWhatThePeerLacksAndAReadOnlyPeerRefuses() async throws {
         let tmp = TemporaryDirectory()
         let source = tmp.appending("laptop"), target = tmp.appending("inventory")

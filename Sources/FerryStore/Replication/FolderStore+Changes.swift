@@ -80,6 +80,9 @@ extension FolderStore {
             let doc = index.document(of: e)
             if let docIDs, !docIDs.contains(doc) { return nil }
             guard let node = lookup.node(e) else { return nil }
+            // A revision `compact` took the body of has nothing to send: a peer learns its id
+            // from its descendants' histories (announced, it would be a 410 and a failure).
+            if node.object == nil && !node.deleted { return nil }
             if let leavesAsOf {
                 let tree = index.tree(of: e)
                 guard tree.isLeaf(node.rev) || (tree.newestSeq > leavesAsOf && !tree.hasChild(node.rev, recordedThrough: leavesAsOf)) else { return nil }
