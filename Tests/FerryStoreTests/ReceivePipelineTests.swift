@@ -460,6 +460,32 @@ import FerryTesting
         #expect(fileMode(path) == 0o600)
     }
 
+    /// The look before writing found a directory where the file goes, and the directory has
+    /// gone by the time the revision is placed: the file is written then, not left for the
+    /// document's next change; a file that took the name meanwhile is the user's.
+    @Test func aRevisionWhoseObstacleWentMeanwhileIsWritten() async throws {
+        let f = try TestFolder()
+        let root = f.root
+        let shared = SharedStore(f.store)
+        try FileManager.default.createDirectory(atPath: root + "/thing.json/inside", withIntermediateDirectories: true)
+        let thing = remote(try DocumentID("thing.json"), .object(["v": .int(6)]), shared)
+        #expect((try? await shared.applyRemote([thing])[0].get().count) == 1)
+        #expect(await shared.perform { $0.heldBack[thing.incoming.doc] } == "a directory named thing.json is here")
+        try FileManager.default.removeItem(atPath: root + "/thing.json")
+        try await shared.perform { try $0.holdBackOrWrite(thing.incoming.doc) }
+        #expect(await shared.perform { $0.heldBack[thing.incoming.doc] } == nil)
+        #expect(try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: root + "/thing.json")))) == ["v": 6])
+
+        let other = remote(try DocumentID("other.json"), .object(["v": .int(7)]), shared)
+        try FileManager.default.createDirectory(atPath: root + "/other.json", withIntermediateDirectories: true)
+        #expect((try? await shared.applyRemote([other])[0].get().count) == 1)
+        try FileManager.default.removeItem(atPath: root + "/other.json")
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: root + "/other.json"))
+        try await shared.perform { try $0.holdBackOrWrite(other.incoming.doc) }
+        #expect(FileManager.default.contents(atPath: root + "/other.json") == Data("mine".utf8))
+        #expect(try temporaryFiles(under: root).isEmpty)
+    }
+
     /// Two revisions of a document new here, stored in one group: the file shows the second.
     /// The look before the second's write found no file and wrote the first back (it was
     /// current, its file never written); the second's write then took that file for a user's

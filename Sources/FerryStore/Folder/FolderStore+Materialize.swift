@@ -69,7 +69,7 @@ extension FolderStore {
         // The file keeps what it holds until the user's next save or the end of the conflict.
         if unresolved.contains(doc) { return entries }
         switch outcome {
-        case .notRegular: holdBackIfLive(doc); return entries
+        case .notRegular: try holdBackOrWrite(doc); return entries
         case .unreadable, .changing, .missing: return entries
         default: break
         }
@@ -77,11 +77,17 @@ extension FolderStore {
         return entries
     }
 
-    /// Holds `doc`'s live current revision back when something that is not a file has its
-    /// name (a directory, a link): recorded, not written, and listed by `status` until it
-    /// moves. A deletion is not held back: one that was is no longer.
-    func holdBackIfLive(_ doc: DocumentID) {
-        if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) { noteHeldBack(doc, why) } else { heldBack[doc] = nil }
+    /// After the look before writing found something that is not a file at `doc`'s name (a
+    /// directory, a link): holds the live current revision back (recorded, not written, and
+    /// listed by `status` until it moves). Where that has gone since, the file is written (a
+    /// file that took the name meanwhile is the user's, and stays); a deletion is not held back.
+    func holdBackOrWrite(_ doc: DocumentID) throws(StoreError) {
+        if let why = placementProblem(doc, path: layout.path(of: doc.rawValue)) {
+            noteHeldBack(doc, why)
+        } else {
+            heldBack[doc] = nil
+            _ = try materialize(doc, expecting: nil)
+        }
     }
 
     /// Notes why `doc` is not written here (`heldBack`), with a warning the first time.

@@ -317,7 +317,7 @@ extension FolderStore {
             if case .deleted(let e?) = outcome { made.append(e) }
             made += try resolveConflicts(doc)
             switch outcome {
-            case .notRegular: holdBackIfLive(doc)
+            case .notRegular: try holdBackOrWrite(doc)
             case .unreadable, .changing, .missing: continue
             default: _ = try materialize(doc, expecting: fingerprint, knownBody: nil, preparedFile: nil, lookedJustNow: fingerprint == nil)
             }
