@@ -473,6 +473,32 @@ import FerryTesting
         }
     }
 
+    /// Two live branches with the very same body (merges of the same edits made in other
+    /// orders): the loser is closed with no merge, by a deletion every peer makes alike.
+    @Test func twinBranchesAreClosedWithoutAMerge() throws {
+        let f = try TestFolder(), other = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1])
+        let twin: JSONValue = ["a": 2, "b": 2]
+        let left = base.child(["a": 2, "b": 1]), right = base.child(["a": 1, "b": 2])
+        // The second twin arrives with its history (its parent unknown here until then).
+        let made = [base, left, left.child(twin), right.child(twin)]
+        for r in made { _ = try r.apply(to: f.store) }
+        let tree = try #require(f.store.index[doc])
+        #expect(tree.liveLeaves.count == 1 && tree.nodes.keys.count == made.count + 2, "\(tree.nodes.keys.sorted())")
+        let closing = try #require(try f.store.readLogEntries().last)
+        let loser = try #require(closing.parent)
+        #expect(closing.deleted && closing.rev == RevisionID.closingTwin(loser) && [made[2].rev, made[3].rev].contains(loser))
+        #expect(f.store.current(doc)?.object == BlobDigest.of(twin.canonicalBytes))
+        #expect(tree.closesMergedBranch(tree.nodes[closing.rev]!) && f.store.index.conflict(closedBy: closing) == nil)
+        // A peer takes the closing as one (its id checks), and ends with the same tree.
+        for r in made { _ = try r.apply(to: other.store) }
+        _ = try other.store.applyRemote(IncomingRevision(doc: doc, rev: closing.rev, history: tree.history(of: closing.rev).dropFirst().map { $0 },
+                                                         deleted: true, object: nil, size: 0, origin: "f"))
+        #expect(Set(other.store.index[doc]!.nodes.keys) == Set(tree.nodes.keys))
+        #expect(try other.dir.read("list.json") == f.dir.read("list.json"))
+    }
+
     @Test func threeConcurrentBranchesConvergeAfterExchanging() throws {
         var m = InventoryMutator(seed: 99)
         let doc = try DocumentID("list.json")

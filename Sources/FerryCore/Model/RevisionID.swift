@@ -75,6 +75,18 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
         return RevisionID(generation: loser.generation + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
     }
 
+    /// The deletion that closes `loser`'s branch because another live branch holds the very
+    /// same body (twins: merges of the same edits made in other orders by other peers). No
+    /// merge is made, and the id names none, so every peer that closes `loser` so makes the
+    /// same revision.
+    ///
+    /// Hashed text: `ferry-rev-1\0<loser>\01\0\0closed-as-twin`.
+    public static func closingTwin(_ loser: RevisionID) -> RevisionID {
+        var sha = SHA256()
+        sha.update(data: Array("ferry-rev-1\u{0}\(loser.description)\u{0}1\u{0}\u{0}closed-as-twin".utf8))
+        return RevisionID(generation: loser.generation + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
+    }
+
     /// `generation-digest`.
     public var description: String { "\(generation)-\(digest)" }
 

@@ -202,6 +202,10 @@ extension FolderStore {
             body = (winnerObject, winner.size)
             // A merge of the loser that arrived before the deletion closing it: only close it.
             let alreadyMerged = tree.mergedParent(of: winner.rev) == loser.rev || tree.ancestry(of: winner.rev).contains(loser.rev)
+            if !alreadyMerged && winnerObject == loser.object {
+                made.append(try closeTwin(loser, of: winner, doc))
+                continue
+            }
             if doc.kind == .file && !alreadyMerged, let loserObject = loser.object, loserObject != winnerObject {
                 // Whole bytes, three-way: the side that changed them since the merge base(s)
                 // stands; when both did, the greater digest (the same in every merge, as for
@@ -250,6 +254,19 @@ extension FolderStore {
             made += entries
         }
         return made
+    }
+
+    /// Closes `loser`, a live branch whose body is the very one `winner` holds, with no merge
+    /// (`RevisionID.closingTwin`). Such twins are what peers leave that merged the same edits
+    /// in other orders; a merge of them would be one more revision with that body, which the
+    /// peers holding other twins would merge again, without end (a ring of agents never
+    /// settled: `docs/format.md`, Twins). Not a conflict anyone needs told of: nothing differs.
+    private func closeTwin(_ loser: RevisionNode, of winner: RevisionNode, _ doc: DocumentID) throws(StoreError) -> LogEntry {
+        let entry = LogEntry(seq: nextSeq, doc: doc, rev: RevisionID.closingTwin(loser.rev), parent: loser.rev, deleted: true,
+                             kind: doc.kind, object: nil, size: 0, origin: "local", time: Timestamp.now(), author: author)
+        try commit([entry])
+        logger.info("closed a branch holding the current revision's body", metadata: ["doc": "\(doc)", "branch": "\(loser.rev)", "current": "\(winner.rev)"])
+        return entry
     }
 
     /// Closes every live branch that only merges what a deletion had already seen: behind its

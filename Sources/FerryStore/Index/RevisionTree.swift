@@ -138,9 +138,10 @@ public struct RevisionTree: Sendable {
     }
 
     /// True when `rev` is the id of a deletion closing `loser`'s branch after a merge this
-    /// tree holds took it in (`RevisionID.closing`).
+    /// tree holds took it in (`RevisionID.closing`), or as the twin of another branch with the
+    /// same body (`RevisionID.closingTwin`).
     public func isClosing(_ rev: RevisionID, of loser: RevisionID) -> Bool {
-        merge(closedBy: rev, of: loser) != nil
+        rev == RevisionID.closingTwin(loser) || merge(closedBy: rev, of: loser) != nil
     }
 
     /// The merge that took `loser` in and whose closing deletion of `loser`'s branch is `rev`.

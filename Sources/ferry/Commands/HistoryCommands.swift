@@ -59,6 +59,8 @@ struct LogCommand: ParsableCommand {
         let what: String
         if let c = e.conflict {
             what = e.deleted ? "closed branch \(c.loser)" : "merged \(c.loser) into \(c.winner)"
+        } else if e.deleted, let parent = e.parent, e.rev == RevisionID.closingTwin(parent) {
+            what = "closed branch \(parent) (another holds the same body)"
         } else if e.deleted {
             what = "deleted"
         } else if e.parent == nil {
