@@ -316,12 +316,14 @@ enum Route: Equatable {
     case badRequest(String)
     case busy(String)
 
-    /// The route of `head`; `authorized` is the outcome of the password check (asked only
-    /// when the path names the database and a check is configured); `load`: the upgraded
+    /// The route of `head`; `authorized` is the outcome of the password check (true when none
+    /// is configured; false at once, unchecked, without credentials); `load`: the upgraded
     /// connections open now.
     static func decide(_ head: HTTPRequestHead, _ config: ListenerConfiguration, authorized: Bool, load: ConnectionLoad) -> Route {
-        if let missing = missingDatabase(head, config) { return missing }
+        // Credentials first: a 404 for a name the listener does not serve, beside a 401 for
+        // the one it does, would tell anyone which database is here.
         guard authorized else { return .unauthorized }
+        if let missing = missingDatabase(head, config) { return missing }
         guard asksForUpgrade(head) else { return .describe }
         let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let blipPath = path(of: head) == "/" + config.database + "/_blipsync"
@@ -377,26 +379,22 @@ final class RouteDecision: Sendable {
         if let known = decided.withLockedValue({ $0 }) { return known }
         let config = configuration
         let future: EventLoopFuture<Route>
-        if let missing = Route.missingDatabase(head, config) {
-            future = channel.eventLoop.makeSucceededFuture(missing)
+        let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
+        let address = ConnectionRegistry.address(of: channel)
+        let registry = self.registry
+        let busy: @Sendable (Route) -> Route = { route in
+            if case .busy(let why) = route, let refused = registry.noteRefusal() {
+                config.logger.warning("refused a connection: \(why)\(refused > 1 ? " (\(refused) since the last such message)" : "")",
+                                      metadata: ["address": "\(address)"])
+            }
+            return route
+        }
+        if Route.missingDatabase(head, config) == nil, Route.asksForUpgrade(head), let why = registry.load(from: address).refusal(config) {
+            // Full already: the password check (slow on purpose) would be for nothing.
+            future = channel.eventLoop.makeSucceededFuture(busy(.busy(why)))
         } else {
-            let (user, password) = BasicCredentials.parse(head.headers["Authorization"].first)
-            let address = ConnectionRegistry.address(of: channel)
-            let registry = self.registry
-            let busy: @Sendable (Route) -> Route = { route in
-                if case .busy(let why) = route, let refused = registry.noteRefusal() {
-                    config.logger.warning("refused a connection: \(why)\(refused > 1 ? " (\(refused) since the last such message)" : "")",
-                                          metadata: ["address": "\(address)"])
-                }
-                return route
-            }
-            if Route.asksForUpgrade(head), let why = registry.load(from: address).refusal(config) {
-                // Full already: the password check (slow on purpose) would be for nothing.
-                future = channel.eventLoop.makeSucceededFuture(busy(.busy(why)))
-            } else {
-                future = logins.authorize(user: user, password: password, address: address, on: channel)
-                    .map { busy(Route.decide(head, config, authorized: $0, load: registry.load(from: address))) }
-            }
+            future = logins.authorize(user: user, password: password, address: address, on: channel)
+                .map { busy(Route.decide(head, config, authorized: $0, load: registry.load(from: address))) }
         }
         decided.withLockedValue { $0 = future }
         return future

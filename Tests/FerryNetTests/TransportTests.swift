@@ -241,6 +241,7 @@ import FerryProtocol
                 await attempt("/inventory/_blipsync", ["BLIP_3+CBMobile_4"], True)
                 await attempt("/inventory", ["BLIP_3+CBMobile_3"], True)
                 await attempt("/other/_blipsync", ["BLIP_3+CBMobile_3"], True)
+                await attempt("/other/_blipsync", ["BLIP_3+CBMobile_3"], False)
             asyncio.run(main())
             """
         let p = Process()
@@ -258,6 +259,8 @@ import FerryProtocol
             "/inventory/_blipsync BLIP_3+CBMobile_4 auth -> 400 None",
             "/inventory BLIP_3+CBMobile_3 auth -> 400 None",
             "/other/_blipsync BLIP_3+CBMobile_3 auth -> 404 None",
+            // Without credentials, no hint of which names are served.
+            "/other/_blipsync BLIP_3+CBMobile_3 anonymous -> 401 Basic realm=\"ferry\"",
         ], "\(lines)")
         #expect(formats.all == [.cbMobile(version: 2), .cbMobile(version: 3)])
         // ferry's own dialer: `cbl` gets BLIP, `auto` (both offered at /_blipsync) gets ferry-1 from a ferry listener.
