@@ -233,10 +233,36 @@ public enum Dialer {
                 before trusting it; if the change is expected, pin the new one (--pin FINGERPRINT, or `ferry peer add NAME URL --pin FINGERPRINT`)
                 """)
         }
+        let named = "subject \(summary.subject), SHA-256 fingerprint \(summary.fingerprint)"
+        let now = Date()
+        if let end = summary.notValidAfter, end < now {
+            return DialError(kind: .untrusted, message: "\(url) presented a certificate that expired on \(Self.day(end)) (\(named)): the listener needs a new one")
+        }
+        if let start = summary.notValidBefore, start > now {
+            return DialError(kind: .untrusted, message: "\(url) presented a certificate not valid until \(Self.day(start)) (\(named)): check both machines' clocks")
+        }
+        if cause.message.contains(Self.wrongHost) {
+            let names = summary.names.isEmpty ? "no host name" : summary.names.joined(separator: ", ")
+            return DialError(kind: .untrusted, message: """
+                \(url) presented a certificate for \(names), not for \(url.host) (\(named)): connect by a name it holds, \
+                or trust this very certificate with --pin \(summary.fingerprint)
+                """)
+        }
         return DialError(kind: .untrusted, message: """
             \(url) presented a certificate not trusted by \(tls.trust.modeDescription): subject \(summary.subject), \
             SHA-256 fingerprint \(summary.fingerprint)\(summary.isSelfSigned ? " (self-signed)" : ""); \(tls.trust.advice(for: summary))
             """)
+    }
+
+    /// What a refusal's cause says when the certificate names another host.
+    static let wrongHost = "the certificate names another host"
+
+    /// `2026-11-28 03:12 UTC`.
+    static func day(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: date)
+        return String(format: "%04d-%02d-%02d %02d:%02d UTC", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0, c.minute ?? 0)
     }
 
     /// The leaf certificate `url` presents, read by a handshake that trusts nothing (and so
@@ -410,14 +436,26 @@ final class UpgradeRefusalHandler: ChannelInboundHandler, RemovableChannelHandle
         context.close(promise: nil)
     }
 
+    /// The alert a listener sent that refuses this client's certificate (or its absence), as
+    /// BoringSSL's reason code names it; nil for any other error.
+    static func clientCertificateAlert(_ text: String) -> String? {
+        let refusals = ["ALERT_CERTIFICATE_REQUIRED", "ALERT_UNKNOWN_CA", "ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_EXPIRED",
+                        "ALERT_CERTIFICATE_REVOKED", "ALERT_CERTIFICATE_UNKNOWN", "ALERT_UNSUPPORTED_CERTIFICATE"]
+        guard refusals.contains(where: text.contains) else { return nil }
+        return text.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).first { $0.contains("_ALERT_") }.map(String.init) ?? text
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         let text = "\(error)"
         if text.contains("CERTIFICATE_VERIFY_FAILED") {
             promise.fail(DialError(kind: .untrusted, message: text))
-        } else if text.contains("ALERT_CERTIFICATE_REQUIRED") || text.contains("ALERT_UNKNOWN_CA") || text.contains("ALERT_BAD_CERTIFICATE") {
+        } else if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            promise.fail(DialError(kind: .untrusted, message: Dialer.wrongHost))
+        } else if let code = Self.clientCertificateAlert(text) {
             // BoringSSL's reason code says it best (e.g. TLSV1_ALERT_CERTIFICATE_REQUIRED).
-            let code = text.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).first { $0.contains("_ALERT_") }
-            promise.fail(DialError(kind: .untrusted, message: "\(url) refused this client's certificate, or its absence (\(code.map(String.init) ?? text)); present one issued by the listener's --client-ca with --client-identity"))
+            let advice = code.contains("CERTIFICATE_EXPIRED") ? "it has expired: make a new one"
+                : "present one issued by the listener's --client-ca with --client-identity"
+            promise.fail(DialError(kind: .untrusted, message: "\(url) refused this client's certificate, or its absence (\(code)); \(advice)"))
         } else if text.contains("WRONG_VERSION_NUMBER") {
             // The server answered the TLS hello in plain text: a ws:// listener.
             promise.fail(DialError(kind: .protocolMismatch, message: "\(url.host):\(url.port) does not speak TLS (its listener is plain ws://): use ws:// instead of wss://"))

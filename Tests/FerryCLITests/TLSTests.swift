@@ -26,6 +26,14 @@ import Testing
         try FerryProcess.shell("diff <(jq -S . \(a)/samplelist.json) <(jq -S . \(b)/samplelist.json)").status == 0
     }
 
+    /// Shell lines that stop at the first failure and make a test CA, `ca.pem` and `ca.key`.
+    static let makeCA = """
+        set -e
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -subj /CN=ferry-test-ca -days 2 \
+            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+
+        """
+
     func port(_ url: String) -> Int? { url.split(separator: ":").last?.split(separator: "/").first.flatMap { Int($0) } }
 
     /// Over `ferry-1` and over Couchbase Lite's BLIP (`--protocol cbl`): TLS is below both.
@@ -152,10 +160,7 @@ import Testing
     @Test(arguments: SyncTests.wires) func clientCertificatesSignedByTheClientCAAreAcceptedOthersAndNoneRefused(wire: String) async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
-            let made = try FerryProcess.shell("""
-                set -e
-                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -subj /CN=ferry-test-ca -days 2 \
-                    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+            let made = try FerryProcess.shell(Self.makeCA + """
                 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key -out client.csr -subj /CN=client 2>/dev/null
                 printf 'extendedKeyUsage=clientAuth\\nkeyUsage=critical,digitalSignature\\n' > ext
                 openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile ext 2>/dev/null
@@ -179,6 +184,54 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: tmp.appending("b2/samplelist.json")))
             #expect(!FileManager.default.fileExists(atPath: tmp.appending("b3/samplelist.json")))
             listener.stop()
+        }
+    }
+
+    /// Certificates that cannot work are named for what is wrong with them, exit 3 at once
+    /// (no retry) and nothing synced: a server certificate that expired, one that names
+    /// another host, and a client certificate that expired. They were a BoringSSL or NIO error
+    /// text with exit 1 after retries, or advice to pass the root that was passed already.
+    @Test func expiredAndWrongHostCertificatesAreNamedForWhatIsWrong() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let made = try FerryProcess.shell(Self.makeCA + """
+                mkdir db && : > db/index.txt && echo 1000 > db/serial
+                printf '[ca]\ndefault_ca=c\n[c]\ndir=.\ndatabase=db/index.txt\nserial=db/serial\nnew_certs_dir=db\ndefault_md=sha256\npolicy=p\ncopy_extensions=copy\nunique_subject=no\n[p]\ncommonName=supplied\n' > ca.cnf
+                sign() {
+                    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=$1 -addext "$4" -addext "$5" -keyout $1.key -out $1.csr 2>/dev/null
+                    openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -startdate $2 -enddate $3 -in $1.csr -out $1.pem -notext 2>/dev/null
+                    openssl pkcs12 -export -inkey $1.key -in $1.pem -out $1.p12 -passout pass:secret
+                }
+                past1=$(date -u -d '-60 days' +%y%m%d%H%M%SZ); past2=$(date -u -d '-30 days' +%y%m%d%H%M%SZ)
+                now=$(date -u -d '-1 hour' +%y%m%d%H%M%SZ); later=$(date -u -d '+30 days' +%y%m%d%H%M%SZ)
+                sign server-expired $past1 $past2 subjectAltName=IP:127.0.0.1 extendedKeyUsage=serverAuth
+                sign server-elsewhere $now $later subjectAltName=DNS:example.org extendedKeyUsage=serverAuth
+                sign client-expired $past1 $past2 subjectAltName=DNS:client extendedKeyUsage=clientAuth
+                """, in: tmp.path)
+            #expect(made.status == 0, "\(made.stderr)")
+            let env = ["FERRY_P12_PASSWORD": "secret", "FERRY_CLIENT_IDENTITY_PASSWORD": "secret"]
+            for (identity, expected) in [("server-expired", "presented a certificate that expired on "),
+                                         ("server-elsewhere", "presented a certificate for example.org, not for 127.0.0.1")] {
+                let a = tmp.appending(identity)
+                try initFolder(a, sample: true)
+                let imported = try FerryProcess.ferry(["identity", "import", tmp.appending(identity + ".p12")], in: a, environment: env)
+                #expect(imported.status == 0, "\(imported.stderr)")
+                let listener = try serve(a, _extra: ["--tls", "identity"])
+                let refused = try pull(try #require(listener.url), into: tmp.appending(identity + "-copy"), ["--ca-file", tmp.appending("ca.pem")])
+                listener.stop()
+                #expect(refused.status == 3 && refused.stderr.contains(expected), "\(identity): \(refused.status) \(refused.stderr)")
+                #expect(!refused.stderr.contains("retrying") && !refused.stderr.contains("Error") && !refused.stderr.contains("--ca-file with the root"),
+                        "\(identity): \(refused.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: tmp.appending(identity + "-copy/samplelist.json")))
+            }
+            let a = tmp.appending("strict")
+            try initFolder(a, sample: true)
+            let listener = try serve(a, _extra: ["--client-ca", tmp.appending("ca.pem")])
+            let expired = try pull(try #require(listener.url), into: tmp.appending("strict-copy"),
+                                   ["--accept-self-signed", "--client-identity", tmp.appending("client-expired.p12")], environment: env)
+            listener.stop()
+            #expect(expired.status == 3 && expired.stderr.contains("CERTIFICATE_EXPIRED") && expired.stderr.contains("it has expired"), "\(expired.status) \(expired.stderr)")
+            #expect(!expired.stderr.contains("retrying") && !expired.stderr.contains("tls_record.cc"), "\(expired.stderr)")
         }
     }
 

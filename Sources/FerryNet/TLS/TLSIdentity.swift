@@ -102,8 +102,12 @@ public struct CertificateSummary: Sendable, Equatable {
     public var subject: String
     /// The issuer.
     public var issuer: String
+    /// Start of validity.
+    public var notValidBefore: Date?
     /// End of validity.
     public var notValidAfter: Date?
+    /// The DNS names and IP addresses it is for (its subject alternative names).
+    public var names: [String] = []
     /// SHA-256 of the DER bytes, lowercase hex (what `openssl x509 -fingerprint -sha256` prints, without colons).
     public var fingerprint: String
     /// True when issuer equals subject and the certificate's own key verifies its signature.
@@ -115,13 +119,29 @@ public struct CertificateSummary: Sendable, Equatable {
         if let cert = try? Certificate(derEncoded: der) {
             subject = cert.subject.description
             issuer = cert.issuer.description
+            notValidBefore = cert.notValidBefore
             notValidAfter = cert.notValidAfter
+            names = ((try? cert.extensions.subjectAlternativeNames) ?? nil).map { $0.compactMap(Self.text) } ?? []
             isSelfSigned = cert.issuer == cert.subject && cert.publicKey.isValidSignature(cert.signature, for: cert)
         } else {
             subject = "(unparseable certificate)"
             issuer = subject
+            notValidBefore = nil
             notValidAfter = nil
             isSelfSigned = false
+        }
+    }
+
+    /// A DNS name or an IP address as text; nil for other kinds of name.
+    private static func text(_ name: GeneralName) -> String? {
+        switch name {
+        case .dnsName(let dns): return dns
+        case .ipAddress(let bytes):
+            let octets = Array(bytes.bytes)
+            if octets.count == 4 { return octets.map(String.init).joined(separator: ".") }
+            if octets.count == 16 { return stride(from: 0, to: 16, by: 2).map { String(UInt16(octets[$0]) << 8 | UInt16(octets[$0 + 1]), radix: 16) }.joined(separator: ":") }
+            return nil
+        default: return nil
         }
     }
 
