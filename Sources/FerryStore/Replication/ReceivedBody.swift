@@ -63,9 +63,13 @@ public final class ReceivedBody: @unchecked Sendable {
             // From the canonical bytes (ours: made by the serializer or checked against it):
             // the same text as `value.prettyBytes` without walking the tree again.
             let pretty = canonical.withUnsafeBufferPointer { JSONValue.prettyBytes(fromCanonical: $0) }
-            // A copy that cannot be written (a directory made read-only) is not an error here:
-            // the store writes the file itself, and holds the document back if it cannot.
-            guard (try? FileSystem.createFile(file, pretty, mode: FileSystem.modeForTemp(replacing: document))) != nil else { return }
+            do {
+                try FileSystem.createFile(file, pretty, mode: FileSystem.modeForTemp(replacing: document))
+            } catch where FolderStore.isRefusedPermission(error) {
+                // A directory made read-only: not this revision's failure. The store writes the
+                // file itself, and holds the document back if it cannot.
+                return
+            }
             documentTemp = file
             documentText = KnownFileText.of(pretty, object: digest, size: canonical.count) { blobs }
         } catch {
