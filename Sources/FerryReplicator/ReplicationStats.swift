@@ -31,6 +31,10 @@ public struct ReplicationStats: Sendable, Equatable {
     public var pushCaughtUp = false
     /// Why the peer refuses this side's push (a read-only listener) while its pull goes on.
     public var pushRefused: String?
+    /// Why this side could not store the latest of the peer's revisions it refused for want
+    /// of room or another failure of its own (answered 5xx: the peer sends it again later);
+    /// nil once one is stored again.
+    public var storeFailure: String?
     /// Message bytes sent and received (WebSocket payloads, without framing or TLS).
     public var bytesSent = 0, bytesReceived = 0
 

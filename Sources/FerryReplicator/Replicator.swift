@@ -246,6 +246,9 @@ public final class Replicator: Sendable {
         set { s in
             // Said once it happens; a later error of the connection is not overwritten.
             if let refusal = stats.pushRefused, s.current.pushRefused == nil { s.lastError = refusal }
+            // A revision this side could not store (a full disk) is sent again by the peer
+            // without a reconnection: without this, the status would show nothing wrong.
+            if let failure = stats.storeFailure, failure != s.current.storeFailure { s.lastError = failure }
             s.current = stats
             s.totals = base
             s.totals.revisionsReceived += stats.revisionsReceived

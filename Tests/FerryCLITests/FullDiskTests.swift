@@ -90,6 +90,9 @@ extension FullDiskTests {
             let receiver = try RunningAgent(folder: b, arguments: ["--no-listen", "--peer", url, "--max-attempt-wait", "0.5"])
             #expect(eventually(20) { receiver.log().contains("No space left") || listener.log().contains("No space left") },
                     "\(receiver.log().suffix(2000))")
+            // The receiver's status says why, though its connection stays up.
+            #expect(eventually(10) { (receiver.replication()?["last_error"] as? String)?.contains("No space left") == true },
+                    "\(receiver.replication() ?? [:])")
             let arrivedWhileFull = FolderComparison.files(b).count
             #expect(arrivedWhileFull < 300)
             _ = try FerryProcess.shell("rm -f filler", in: mnt)

@@ -144,10 +144,16 @@ extension PeerSession {
         var response = Response.ok
         switch result {
         case .success:
-            update { $0.revisionsReceived += 1 }
+            update {
+                $0.revisionsReceived += 1
+                $0.storeFailure = nil
+            }
             receivedHere.insert(doc, rev)
         case .failure(let error):
-            update { $0.revisionsFailed += 1 }
+            update {
+                $0.revisionsFailed += 1
+                if error.status >= 500 { $0.storeFailure = "could not store \(doc): \(error.message)" }
+            }
             logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(error.status)", "error": "\(error.message)"])
             response = .error(status: error.status, message: "\(error.message)")
         }
