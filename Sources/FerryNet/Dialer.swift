@@ -244,8 +244,9 @@ public enum Dialer {
         if cause.message.contains(Self.wrongHost) {
             let names = summary.names.isEmpty ? "no host name" : summary.names.joined(separator: ", ")
             return DialError(kind: .untrusted, message: """
-                \(url) presented a certificate for \(names), not for \(url.host) (\(named)): connect by a name it holds, \
-                or trust this very certificate with --pin \(summary.fingerprint)
+                \(url) presented a certificate for \(names), not for \(url.host) (\(named)): connect by a name it holds; \
+                someone may also be intercepting the connection, so pin it only after checking that fingerprint on the \
+                listener's machine (`ferry identity show`)
                 """)
         }
         return DialError(kind: .untrusted, message: """

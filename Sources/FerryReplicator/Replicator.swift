@@ -249,6 +249,7 @@ public final class Replicator: Sendable {
             // A revision this side could not store (a full disk) is sent again by the peer
             // without a reconnection: without this, the status would show nothing wrong.
             if let failure = stats.storeFailure, failure != s.current.storeFailure { s.lastError = failure }
+            if stats.storeFailure == nil, let old = s.current.storeFailure, s.lastError == old { s.lastError = nil }  // stored again
             s.current = stats
             s.totals = base
             s.totals.revisionsReceived += stats.revisionsReceived

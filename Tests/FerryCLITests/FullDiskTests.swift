@@ -100,6 +100,8 @@ extension FullDiskTests {
             #expect(eventually(10) { FolderComparison.differences(a, b).isEmpty },
                     "\(FolderComparison.differences(a, b).prefix(5)) after \(Date().timeIntervalSince(roomAgain)) s; \(receiver.log().suffix(1500))")
             let took = Date().timeIntervalSince(roomAgain)
+            // Stored again: the error is no longer the status's last word.
+            #expect(eventually(5) { receiver.replication().map { $0["last_error"] is NSNull } == true }, "\(receiver.replication() ?? [:])")
             receiver.stop()
             listener.stop()
             #expect(took < 10)

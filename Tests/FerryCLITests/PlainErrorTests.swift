@@ -26,6 +26,7 @@ import FerryTesting
                                                    FerryProcess.samplesDirectory + "/listener-cert-pkey.p12"], in: b,
                                                   environment: ["FERRY_CLIENT_IDENTITY_PASSWORD": "not-the-password"])
             #expect(wrongP12.status == 1 && wrongP12.stderr.contains("the password is wrong")
+                    && wrongP12.stderr.contains("--client-identity-password-file")
                     && !wrongP12.stderr.contains("BoringSSL") && !wrongP12.stderr.contains(".swift"), "\(wrongP12.stderr)")
             // A mistyped -C is not a folder to `ferry init`; a document never recorded has no log.
             let typo = try FerryProcess.ferry(["-C", tmp.appending("no-such-folder"), "status"])

@@ -10,8 +10,7 @@ import FerryTesting
     /// Four agents in a ring (1-2-3-4-1), each setting a different item of the inventory list
     /// at the same moment: every edit reaches every folder, and the merges stop. Merges of the
     /// same edits made in other orders by other peers hold the very same body (twins); each
-    /// was merged again into one more twin, so the ring never settled (hundreds of revisions
-    /// a second, generation 300 within two minutes).
+    /// was merged again into one more twin, so the ring never settled (docs/format.md, Twins).
     @Test func fourAgentsInARingConvergeOnConcurrentEdits() async throws {
         try await endToEnd {
             let sandbox = try UserSandbox()

@@ -57,15 +57,16 @@ public struct TLSIdentity: @unchecked Sendable {
         return try TLSIdentity(certificateChain: [cert], privateKey: privateKey)
     }
 
-    /// Reads a PKCS#12 file (certificate chain and key), e.g. `samples/listener-cert-pkey.p12`.
-    public static func pkcs12(path: String, password: String?) throws -> TLSIdentity {
+    /// Reads a PKCS#12 file (certificate chain and key), e.g. `samples/listener-cert-pkey.p12`;
+    /// `passwordHint` says how the user gives its password, for the message of a wrong one.
+    public static func pkcs12(path: String, password: String?, passwordHint: String = "--password-file F") throws -> TLSIdentity {
         let bundle: NIOSSLPKCS12Bundle
         do {
             bundle = try NIOSSLPKCS12Bundle(file: path, passphrase: password.map { Array($0.utf8) })
         } catch {
             // BoringSSL's words (and its build paths) would say nothing more to a user.
             let exists = FileManager.default.isReadableFile(atPath: path)
-            throw TLSError(exists ? "cannot open \(path): the password is wrong, or it is not a PKCS#12 (.p12) file; give its password with --password-file F"
+            throw TLSError(exists ? "cannot open \(path): the password is wrong, or it is not a PKCS#12 (.p12) file; give its password with \(passwordHint)"
                                   : "cannot read \(path): no such file, or not readable")
         }
         return try TLSIdentity(certificateChain: bundle.certificateChain, privateKey: bundle.privateKey)

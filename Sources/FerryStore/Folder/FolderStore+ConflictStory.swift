@@ -23,12 +23,13 @@ extension FolderStore {
               let w = tree.nodes[winner], let l = tree.nodes[loser], let r = tree.nodes[result],
               let winnerBody = try? jsonBody(of: w, doc: doc), let loserBody = try? jsonBody(of: l, doc: doc),
               let resultBody = try? jsonBody(of: r, doc: doc) else { return nil }
-        // The newest common ancestor with a body; none (unrelated first revisions): the empty
-        // object. Ancestors whose bodies were all compacted: unknown, not guessed (against the
-        // empty object every value a side holds would look like its change).
+        // The newest common ancestor with a body; none (unrelated first revisions, or only a
+        // deletion in common): the empty object. Ancestors whose bodies were all compacted:
+        // unknown, not guessed (against the empty object every value a side holds would look
+        // like its change).
         let bases = tree.mergeBases(winner, loser).compactMap { tree.nodes[$0] }
         let base = bases.filter(\.hasBody).max { $0.rev < $1.rev }
-        guard base != nil || bases.isEmpty else { return nil }
+        guard base != nil || !bases.contains(where: { !$0.deleted }) else { return nil }
         let baseBody = base.flatMap { try? jsonBody(of: $0, doc: doc) } ?? .object([:])
         func lost(_ side: JSONValue, against other: JSONValue) -> [LostValue] {
             MergeLoss.lost(base: baseBody, side: side, other: other, result: resultBody).map {

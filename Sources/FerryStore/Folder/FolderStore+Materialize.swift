@@ -122,11 +122,24 @@ extension FolderStore {
     func materialize(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
                      preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let wasHeldBack = heldBack[doc]
+        let path = layout.path(of: doc.rawValue)
+        var (expecting, lookedJustNow) = (expecting, lookedJustNow)
+        if objects.batch?.pendingFiles[path] != nil {
+            // Outside the catch below: this commits the group's log lines, whose failure is
+            // never a held-back document.
+            try flushBatch()
+            // The flush put an earlier revision's file in place (the look before this write
+            // may have written one back: `recordMissing`), or left a user's file there: what
+            // the caller saw is gone. The file is expected as the flush recorded it.
+            (expecting, lookedJustNow) = (statCache[doc]?.fingerprint, false)
+        }
         do {
             return try writeFile(doc, expecting: expecting, knownBody: knownBody, preparedFile: preparedFile, lookedJustNow: lookedJustNow)
-        } catch where Self.isRefusedPermission(error) {
-            // A directory the user made read-only, or a read-only mount: retrying will not help
-            // until they change it (the watcher sees a directory's `chmod`, `retryHeldBack`).
+        } catch where Self.isRefusedPermission(error) && !FileSystem.canCreate(in: FileSystem.dirname(of: path), within: layout.root) {
+            // A directory the user made read-only, or a read-only mount (the document's own
+            // directory, checked: a refusal elsewhere, in `.ferry/`, is an error): retrying
+            // will not help until they change it (the watcher sees a directory's `chmod`,
+            // `retryHeldBack`).
             let why = writeRefusal(doc, error)
             if wasHeldBack != why { logger.warning("a peer's revision is held back", metadata: ["doc": "\(doc)", "why": "\(why)"]) }
             heldBack[doc] = why
@@ -151,14 +164,6 @@ extension FolderStore {
     private func writeFile(_ doc: DocumentID, expecting: FileFingerprint?, knownBody: (object: BlobDigest, body: JSONValue)?,
                            preparedFile: (object: BlobDigest, file: PreparedFile)?, lookedJustNow: Bool) throws(StoreError) -> MaterializeOutcome {
         let path = layout.path(of: doc.rawValue)
-        var (expecting, lookedJustNow) = (expecting, lookedJustNow)
-        if objects.batch?.pendingFiles[path] != nil {
-            try flushBatch()
-            // The flush put an earlier revision's file in place (the look before this write
-            // may have written one back: `recordMissing`), or left a user's file there: what
-            // the caller saw is gone. The file is expected as the flush recorded it.
-            (expecting, lookedJustNow) = (statCache[doc]?.fingerprint, false)
-        }
         // A caller that found no file a moment ago (`ingestBeforeWriting`) checked where the
         // document goes and the ignore rules on its way: they are not looked up twice.
         let looked = lookedJustNow && expecting == nil

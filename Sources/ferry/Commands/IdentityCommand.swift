@@ -62,7 +62,7 @@ struct IdentityCommand: ParsableCommand {
             let store = IdentityStore(layout: writer.layout)
             var password = ProcessInfo.processInfo.environment["FERRY_P12_PASSWORD"]
             if let passwordFile { password = try readPassword(file: passwordFile) }
-            let identity = try tlsStep { try TLSIdentity.pkcs12(path: absolute(file), password: password) }
+            let identity = try tlsStep { try TLSIdentity.pkcs12(path: absolute(file), password: password, passwordHint: "--password-file F or $FERRY_P12_PASSWORD") }
             try store.save(identity, as: .identity)
             printSummary(identity.summary, slot: .identity, store: store, json: output.json)
         }

@@ -121,7 +121,8 @@ struct PeerAccessOptions: ParsableArguments {
             if let clientIdentity {
                 var password = ProcessInfo.processInfo.environment["FERRY_CLIENT_IDENTITY_PASSWORD"]
                 if let clientIdentityPasswordFile { password = try readPassword(file: clientIdentityPasswordFile) }
-                tls.identity = try TLSIdentity.pkcs12(path: absolute(clientIdentity), password: password)
+                tls.identity = try TLSIdentity.pkcs12(path: absolute(clientIdentity), password: password,
+                                                      passwordHint: "--client-identity-password-file F or $FERRY_CLIENT_IDENTITY_PASSWORD")
             }
             return tls
         } catch let error as TLSError {
