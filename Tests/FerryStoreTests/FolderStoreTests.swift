@@ -500,6 +500,14 @@ import FerryTesting
         _ = try made[3].apply(to: other.store)
         #expect(Set(other.store.index[doc]!.nodes.keys) == Set(tree.nodes.keys))
         #expect(try other.dir.read("list.json") == f.dir.read("list.json"))
+
+        // A peer that had the closed twin as its current revision removes "a" on top of it: the
+        // removal stands, merged against the twins' content (not against the base, where the
+        // twins' value for "a" would beat it as a change beats a removal).
+        let closed = try #require(made.first { $0.rev == loser })
+        _ = try closed.child(["b": 2]).apply(to: f.store)
+        #expect(try JSONParser.parse(try f.dir.read("list.json")) == ["b": 2])
+        #expect(f.store.index[doc]!.liveLeaves.count == 1)
     }
 
     @Test func threeConcurrentBranchesConvergeAfterExchanging() throws {

@@ -219,7 +219,8 @@ extension FolderStore {
             if doc.kind == .json && !alreadyMerged {
                 let w = try jsonBody(of: winner, doc: doc)
                 let l = try jsonBody(of: loser, doc: doc)
-                let base = try mergeBase(doc, tree, tree.ancestry(of: winner.rev), tree.ancestry(of: loser.rev))
+                let (ours, theirs) = Self.sharingClosedTwins(tree, tree.ancestry(of: winner.rev), tree.ancestry(of: loser.rev))
+                let base = try mergeBase(doc, tree, ours, theirs)
                 let history = ClashHistory(store: self, doc: doc, tree: tree, winner: winner.rev, loser: loser.rev)
                 let merged = JSONMerge.merge(base: base, winner: w, loser: l, decide: history.decide)
                 if merged != w {
@@ -302,6 +303,24 @@ extension FolderStore {
     /// body; when they have several (after criss-cross merges), those merged with each other
     /// first against their own merge base, recursively, as git's recursive strategy does,
     /// keeping as alternatives the places they changed differently (`MergeBase`).
+    /// Two ancestries, each with the closed twins (`RevisionID.closingTwin`) the other holds
+    /// whose very body it holds too: a twin was closed with no merge naming it, yet its content
+    /// is in the survivor's history, so an edit made on top of the closed twin merges against
+    /// that content, as it would against the merge the closing stands in for (against an
+    /// older common ancestor, its removal of a value the twins set would lose to that value).
+    static func sharingClosedTwins(_ tree: RevisionTree, _ a: Set<RevisionID>, _ b: Set<RevisionID>) -> (Set<RevisionID>, Set<RevisionID>) {
+        func closedTwins(_ side: Set<RevisionID>) -> [RevisionNode] {
+            side.compactMap { rev in tree.nodes[RevisionID.closingTwin(rev)] != nil ? tree.nodes[rev] : nil }.filter(\.hasBody)
+        }
+        let (twinsInA, twinsInB) = (closedTwins(a), closedTwins(b))
+        guard !twinsInA.isEmpty || !twinsInB.isEmpty else { return (a, b) }
+        func bodies(_ side: Set<RevisionID>) -> Set<BlobDigest> { Set(side.compactMap { tree.nodes[$0]?.object }) }
+        var (a2, b2) = (a, b)
+        if !twinsInB.isEmpty { let held = bodies(a); for twin in twinsInB where held.contains(twin.object!) { a2.insert(twin.rev) } }
+        if !twinsInA.isEmpty { let held = bodies(b); for twin in twinsInA where held.contains(twin.object!) { b2.insert(twin.rev) } }
+        return (a2, b2)
+    }
+
     func mergeBase(_ doc: DocumentID, _ tree: RevisionTree, _ a: Set<RevisionID>, _ b: Set<RevisionID>,
                    depth: Int = 0) throws(StoreError) -> MergeBase {
         let bases = tree.maximal(a.intersection(b))
