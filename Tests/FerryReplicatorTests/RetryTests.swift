@@ -42,6 +42,25 @@ import FerryTesting
         await playPassivePeer(transport, name: "full-disk") { _ in .error(status: 503, message: "no space left on device") }
     }
 
+    /// Runs a replicator of `shared` with `configuration` whose every connection reaches a
+    /// fake peer `peer` plays (each in a task of its own), cancelled after 20 s at most.
+    static func replicate(_ shared: SharedStore, _ configuration: ReplicatorConfiguration,
+                          peer: @escaping @Sendable (LoopbackTransport) async -> Void) async -> Result<ReplicationStats, Error> {
+        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
+            let (ours, theirs) = LoopbackTransport.pair()
+            Task { await peer(theirs) }
+            return ours
+        }, logger: logger)
+        let outcome = Task { try await replicator.run() }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            outcome.cancel()
+        }
+        defer { watchdog.cancel() }
+        return await outcome.result
+    }
+
     /// The documents a fake peer took.
     final class Taken: Sendable {
         let names = Mutex<[String]>([])
@@ -71,19 +90,7 @@ import FerryTesting
         var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
         configuration.direction = .push
         configuration.maxAttempts = 1
-        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
-            let (ours, theirs) = LoopbackTransport.pair()
-            Task { await Self.refuseOneDocument(theirs, refused: "forbidden.json", taken: taken) }
-            return ours
-        }, logger: logger)
-        let outcome = Task { try await replicator.run() }
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(20))
-            outcome.cancel()
-        }
-        defer { watchdog.cancel() }
-        let stats = try await outcome.value
+        let stats = try await Self.replicate(shared, configuration) { await Self.refuseOneDocument($0, refused: "forbidden.json", taken: taken) }.get()
         #expect(Set(taken.names.withLock { $0 }) == ["a.json", "z.json"])
         #expect(stats.revisionsSent == 2 && stats.revisionsFailed == 1 && stats.pushRefused == nil, "\(stats)")
     }
@@ -100,22 +107,11 @@ import FerryTesting
         configuration.maxAttempts = 3
         configuration.firstAttemptWait = .milliseconds(10)
         configuration.maxAttemptWait = .milliseconds(40)
-        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let replicator = Replicator(configuration: configuration, shared: shared, connect: {
+        let outcome = await Self.replicate(shared, configuration) { peer in
             sessions.withLock { $0 += 1 }
-            let (ours, theirs) = LoopbackTransport.pair()
-            Task { await Self.refuseEveryRevision(theirs) }
-            return ours
-        }, logger: logger)
-        let outcome = Task { try await replicator.run() }
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(20))
-            outcome.cancel()
+            await Self.refuseEveryRevision(peer)
         }
-        defer { watchdog.cancel() }
-        var failed = false
-        do { _ = try await outcome.value } catch { failed = true }
-        #expect(failed, "the push did not fail")
+        #expect((try? outcome.get()) == nil, "the push did not fail")
         #expect(sessions.withLock { $0 } == 3, "\(sessions.withLock { $0 }) sessions for --max-attempts 3")
     }
 }

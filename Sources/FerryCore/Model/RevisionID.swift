@@ -70,9 +70,7 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     ///
     /// Hashed text: `ferry-rev-1\0<loser>\01\0\0closed-by <merge>`.
     public static func closing(_ loser: RevisionID, mergedInto merge: RevisionID) -> RevisionID {
-        var sha = SHA256()
-        sha.update(data: Array("ferry-rev-1\u{0}\(loser.description)\u{0}1\u{0}\u{0}closed-by \(merge.description)".utf8))
-        return RevisionID(generation: loser.generation + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
+        closingDeletion(of: loser, why: "closed-by \(merge.description)")
     }
 
     /// The deletion that closes `loser`'s branch because another live branch holds the very
@@ -82,8 +80,13 @@ public struct RevisionID: Hashable, Sendable, Comparable, CustomStringConvertibl
     ///
     /// Hashed text: `ferry-rev-1\0<loser>\01\0\0closed-as-twin`.
     public static func closingTwin(_ loser: RevisionID) -> RevisionID {
+        closingDeletion(of: loser, why: "closed-as-twin")
+    }
+
+    /// A deletion of `loser` that closes its branch, `why` said where a body's digest would be.
+    private static func closingDeletion(of loser: RevisionID, why: String) -> RevisionID {
         var sha = SHA256()
-        sha.update(data: Array("ferry-rev-1\u{0}\(loser.description)\u{0}1\u{0}\u{0}closed-as-twin".utf8))
+        sha.update(data: Array("ferry-rev-1\u{0}\(loser.description)\u{0}1\u{0}\u{0}\(why)".utf8))
         return RevisionID(generation: loser.generation + 1, packed: PackedHex(bytes: sha.finalize(), limit: 16))
     }
 

@@ -59,7 +59,7 @@ public struct TLSIdentity: @unchecked Sendable {
 
     /// Reads a PKCS#12 file (certificate chain and key), e.g. `samples/listener-cert-pkey.p12`;
     /// `passwordHint` says how the user gives its password, for the message of a wrong one.
-    public static func pkcs12(path: String, password: String?, passwordHint: String = "--password-file F") throws -> TLSIdentity {
+    public static func pkcs12(path: String, password: String?, passwordHint: String) throws -> TLSIdentity {
         let bundle: NIOSSLPKCS12Bundle
         do {
             bundle = try NIOSSLPKCS12Bundle(file: path, passphrase: password.map { Array($0.utf8) })

@@ -299,10 +299,6 @@ extension FolderStore {
         return entries
     }
 
-    /// What two branches, given their ancestries, are merged against: their merge base's
-    /// body; when they have several (after criss-cross merges), those merged with each other
-    /// first against their own merge base, recursively, as git's recursive strategy does,
-    /// keeping as alternatives the places they changed differently (`MergeBase`).
     /// Two ancestries, each with the closed twins (`RevisionID.closingTwin`) the other holds
     /// whose very body it holds too: a twin was closed with no merge naming it, yet its content
     /// is in the survivor's history, so an edit made on top of the closed twin merges against
@@ -312,15 +308,19 @@ extension FolderStore {
         func closedTwins(_ side: Set<RevisionID>) -> [RevisionNode] {
             side.compactMap { rev in tree.nodes[RevisionID.closingTwin(rev)] != nil ? tree.nodes[rev] : nil }.filter(\.hasBody)
         }
-        let (twinsInA, twinsInB) = (closedTwins(a), closedTwins(b))
-        guard !twinsInA.isEmpty || !twinsInB.isEmpty else { return (a, b) }
-        func bodies(_ side: Set<RevisionID>) -> Set<BlobDigest> { Set(side.compactMap { tree.nodes[$0]?.object }) }
-        var (a2, b2) = (a, b)
-        if !twinsInB.isEmpty { let held = bodies(a); for twin in twinsInB where held.contains(twin.object!) { a2.insert(twin.rev) } }
-        if !twinsInA.isEmpty { let held = bodies(b); for twin in twinsInA where held.contains(twin.object!) { b2.insert(twin.rev) } }
-        return (a2, b2)
+        /// `side` with those of `twins` whose body one of its revisions holds.
+        func adding(_ twins: [RevisionNode], to side: Set<RevisionID>) -> Set<RevisionID> {
+            guard !twins.isEmpty else { return side }
+            let held = Set(side.compactMap { tree.nodes[$0]?.object })
+            return side.union(twins.filter { held.contains($0.object!) }.map(\.rev))
+        }
+        return (adding(closedTwins(b), to: a), adding(closedTwins(a), to: b))
     }
 
+    /// What two branches, given their ancestries, are merged against: their merge base's
+    /// body; when they have several (after criss-cross merges), those merged with each other
+    /// first against their own merge base, recursively, as git's recursive strategy does,
+    /// keeping as alternatives the places they changed differently (`MergeBase`).
     func mergeBase(_ doc: DocumentID, _ tree: RevisionTree, _ a: Set<RevisionID>, _ b: Set<RevisionID>,
                    depth: Int = 0) throws(StoreError) -> MergeBase {
         let bases = tree.maximal(a.intersection(b))
