@@ -203,7 +203,7 @@ extension FolderStore {
         }
         let dir = FileSystem.dirname(of: path)
         let temp = FolderScanner.temporaryPath(beside: path)
-        let fd = try FileSystem.createNew(temp, mode: expecting == nil ? 0o644 : 0o600)  // see `FileSystem.modeForTemp`
+        let fd = try FileSystem.createNew(temp, mode: FileSystem.modeForTemp(replacingAFile: expecting != nil))
         var known: KnownFileText?
         do {
             defer { close(fd) }

@@ -276,7 +276,12 @@ public enum FileSystem {
     /// only once it is written; a file the user made private is then never readable by others
     /// with its new content, not even while that is written. The usual `0644` for a new file.
     public static func modeForTemp(replacing path: String) -> mode_t {
-        exists(path) ? 0o600 : 0o644
+        modeForTemp(replacingAFile: exists(path))
+    }
+
+    /// `modeForTemp(replacing:)` for a caller that knows whether a file is there.
+    public static func modeForTemp(replacingAFile fileThere: Bool) -> mode_t {
+        fileThere ? 0o600 : 0o644
     }
 
     /// Whether this process may create files in `directory`, or in the nearest directory
