@@ -15,8 +15,11 @@ import FerryTesting
         try await endToEnd {
             let sandbox = try UserSandbox()
             let folders = (1...4).map { sandbox.path("p\($0)") }
-            #expect(try sandbox.ferry(["init", "--sample", folders[0], "--name", "inventory"], in: sandbox.root).status == 0)
-            for folder in folders.dropFirst() { #expect(try sandbox.ferry(["init", folder, "--name", "inventory"], in: sandbox.root).status == 0) }
+            // A name of its own: agents that go on dialing a stopped neighbour's port meanwhile
+            // reach no other test's listener that gets that port (they are refused, 404).
+            let name = "ring-" + String(UUID().uuidString.prefix(8)).lowercased()
+            #expect(try sandbox.ferry(["init", "--sample", folders[0], "--name", name], in: sandbox.root).status == 0)
+            for folder in folders.dropFirst() { #expect(try sandbox.ferry(["init", folder, "--name", name], in: sandbox.root).status == 0) }
             // Each dials the one before; the fourth also dials the first, closing the ring.
             var agents: [RunningAgent] = []
             defer { for agent in agents { _ = agent.stop() } }
