@@ -46,7 +46,10 @@ extension Agent {
                         let metadata: Logger.Metadata = ["name": "\(candidate.service.name)"]
                         guard let endpoint = candidate.endpoint else {
                             let why = candidate.note ?? "not usable"
-                            if refusals[id] != why { logger.warning("discovered peer refused: \(why)", metadata: metadata) }
+                            if refusals[id] != why {
+                                // A certificate other than the pinned one is shown even under -q.
+                                logger.log(level: candidate.distrusted ? .error : .warning, "discovered peer refused: \(why)", metadata: metadata)
+                            }
                             refusals[id] = why
                             continue
                         }
@@ -63,7 +66,7 @@ extension Agent {
                         registry.add(endpoint, replicator, id: id)
                         let (stopped, stop) = AsyncStream<Void>.makeStream()
                         running[id] = (url, stop)
-                        group.addTask { await Self.run(replicator, until: stopped) }
+                        group.addTask { [logger] in await Self.run(replicator, until: stopped, logger: logger) }
                     }
                     saidOff = false
                 } catch {
@@ -77,9 +80,9 @@ extension Agent {
     }
 
     /// Runs `replicator` until it ends or `stopped` finishes, whichever comes first.
-    private static func run(_ replicator: Replicator, until stopped: AsyncStream<Void>) async {
+    private static func run(_ replicator: Replicator, until stopped: AsyncStream<Void>, logger: Logger) async {
         await withTaskGroup(of: Void.self) { race in
-            race.addTask { _ = try? await replicator.run() }
+            race.addTask { await replicator.runReportingStop(logger) }
             race.addTask { for await _ in stopped {} }
             await race.next()
             race.cancelAll()

@@ -134,7 +134,7 @@ public final class Agent: @unchecked Sendable {
             services.append(.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup))
         }
         for (_, replicator) in replicators.all {
-            services.append(.init(service: ReplicationService(replicator: replicator), successTerminationBehavior: .ignore))
+            services.append(.init(service: ReplicationService(replicator: replicator, logger: logger), successTerminationBehavior: .ignore))
         }
         var discover: (@Sendable () async -> Void)?
         if configuration.discoveryOptions.discover {

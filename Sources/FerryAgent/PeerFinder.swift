@@ -50,6 +50,9 @@ public struct PeerFinder: Sendable {
         public var endpoint: PeerEndpoint?
         /// Why not, or a notice about it (e.g. its fingerprint was pinned now).
         public var note: String?
+        /// Refused because its certificate is not the one pinned (or the pins are unreadable):
+        /// possibly someone else answering in its name.
+        public var distrusted = false
     }
 
     /// Browses for `timeout` and returns every service of the same database but another
@@ -78,7 +81,7 @@ public struct PeerFinder: Sendable {
             }
             let verdict: KnownPeers.Verdict
             do { verdict = try KnownPeers(layout: layout).check(id: s.txt["id"] ?? s.name, name: s.name, fingerprint: fp) } catch {
-                return Candidate(service: s, endpoint: nil, note: "\(error)")  // fail closed: an unreadable pin trusts nothing
+                return Candidate(service: s, endpoint: nil, note: "\(error)", distrusted: true)  // fail closed: an unreadable pin trusts nothing
             }
             switch verdict {
             case .pinnedNow: note = "first seen: its fingerprint \(fp) is now pinned (.ferry/known-peers.json)"
@@ -87,7 +90,7 @@ public struct PeerFinder: Sendable {
                 return Candidate(service: s, endpoint: nil, note: """
                     its certificate fingerprint changed from \(old) to \(fp): not trusted. If the change is expected \
                     (a new identity), remove its entry from \(KnownPeers(layout: layout).path)
-                    """)
+                    """, distrusted: true)
             }
             endpoint.tls = ClientTLS(trust: .fingerprint(fp), identity: template?.tls?.identity)
         }

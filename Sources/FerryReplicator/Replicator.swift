@@ -140,7 +140,8 @@ public final class Replicator: Sendable {
                 set { $0.lastError = message }
                 if giveUp {
                     set { $0.activity = .stopped }
-                    logger.notice("replication stopped", metadata: ["peer": "\(configuration.url)", "error": "\(message)"])
+                    // Whoever runs it reports the thrown error (the CLI's one line, the agent's error).
+                    logger.debug("replication stopped", metadata: ["peer": "\(configuration.url)", "error": "\(message)"])
                     throw error
                 }
                 let wait = backoff(after: failures)

@@ -8,7 +8,7 @@ struct FerryCommand: AsyncParsableCommand {
         discussion: """
             ferry [-C DIR] COMMAND — DIR defaults to the current directory or its nearest ancestor holding .ferry/.
             Exit codes: 0 success, 1 failure, 2 usage error, 3 authentication/TLS trust failure, 4 folder not initialized or locked.
-            Logs go to stderr: warnings by default (serve: info), info with -v, errors only with -q (sync, serve); \
+            Logs go to stderr: warnings by default (serve: info), info with -v, errors only with -q (sync, serve, scan); \
             FERRY_LOG=trace|debug|info|notice|warning|error|critical overrides both.
             """,
         version: FerryVersion.current,

@@ -18,9 +18,7 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.count >= 3, arguments[0] == "-C" {
     let dir = arguments[1]
     arguments.removeFirst(2)
-    let command = FerryCommand.configuration.subcommands.first {
-        $0.configuration.commandName == arguments[0] || $0.configuration.aliases.contains(arguments[0])
-    }
+    let command = FerryCommand.subcommand(named: arguments[0])
     // Not a command (`ferry -C DIR bogus`, `ferry -C DIR --help`): the parser speaks of what
     // follows, not of a `-C` it was never shown where it belongs.
     if let command {

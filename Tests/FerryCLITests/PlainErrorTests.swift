@@ -40,6 +40,20 @@ import FerryTesting
             #expect(bogus.stderr.contains("'statsu'") && !bogus.stderr.contains("'-C'"), "\(bogus.stderr)")
             let noLog = try FerryProcess.ferry(["log", "nosuch.json"], in: b)
             #expect(noLog.status == 1 && noLog.stderr.contains("no document nosuch.json"), "\(noLog.stderr)")
+            // Help on a command that does not exist says so, instead of showing the list and exit 0.
+            for topic in [["nosuch"], ["identity", "nosuch"]] {
+                let help = try FerryProcess.ferry(["help"] + topic)
+                #expect(help.status == 2 && help.stderr == "ferry: no command 'nosuch'; 'ferry help' lists them\n" && help.stdout.isEmpty,
+                        "\(help.status) \(help.stderr)")
+            }
+            for topic in [["sync"], ["identity", "create"]] {
+                let help = try FerryProcess.ferry(["help"] + topic)
+                #expect(help.status == 0 && help.stdout.contains("USAGE: ferry \(topic.joined(separator: " "))"), "\(help.stdout)")
+            }
+            // A --pin that is neither a fingerprint nor a file is a usage error naming both.
+            let badPin = try FerryProcess.ferry(["sync", "wss://127.0.0.1:1/inventory", "--pin", "abc"], in: b)
+            #expect(badPin.status == 2 && badPin.stderr == "ferry: --pin abc: neither a SHA-256 fingerprint (64 hex digits) nor a certificate file\n",
+                    "\(badPin.stderr)")
         }
     }
 

@@ -100,6 +100,30 @@ import Testing
             let failed = try FerryProcess.ferry(["sync", "--quiet", url, "--max-attempts", "1"], in: b)
             #expect(failed.status == 1 && failed.stderr.contains("failed"), "\(failed.stderr)")
             #expect(failed.stdout.isEmpty, "\(failed.stdout)")
+            // `ferry scan -q` says only what it could not record.
+            try "{\"n\": 1}".write(toFile: b + "/new.json", atomically: true, encoding: .utf8)
+            try "{oops".write(toFile: b + "/broken.json", atomically: true, encoding: .utf8)
+            let scan = try FerryProcess.ferry(["scan", "-q"], in: b)
+            #expect(scan.status == 0 && scan.stdout.isEmpty && scan.stderr.hasPrefix("ferry: not recorded: broken.json: ")
+                    && scan.stderr.split(separator: "\n").count == 1, "\(scan.stdout) \(scan.stderr)")
+            #expect(try FerryProcess.ferry(["log", "new.json"], in: b).status == 0)
+        }
+    }
+
+    @Test func anAgentsReplicationStoppedForGoodIsAnErrorEvenUnderQuiet() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let (_, b, listener, url) = try servedPair(tmp, documents: 1, mine: 0, ["--users", Self.users])
+            try "not-the-password\n".write(toFile: tmp.appending("bad"), atomically: true, encoding: .utf8)
+            // Nothing else would ever say why its peer's documents never come.
+            let agent = try FerryProcess.shell("timeout -s TERM 4 \(FerryProcess.ferryExecutable) serve -q --no-listen --no-advertise "
+                                               + "--peer \(url) --user bob --password-file \(tmp.appending("bad"))", in: b)
+            let lines = agent.stderr.split(separator: "\n")
+            #expect(agent.stdout.isEmpty && lines.count == 1, "\(agent.stdout) \(agent.stderr)")
+            #expect(lines.first.map { $0.contains("error") && $0.contains("replication stopped until the agent restarts")
+                                      && $0.contains("peer=\(url)") && $0.contains("401") } == true, "\(agent.stderr)")
+            #expect(!agent.stderr.contains("not-the-password"))
+            listener.stop()
         }
     }
 

@@ -59,9 +59,14 @@ struct ScanCommand: ParsableCommand {
 
     @OptionGroup var folder: FolderOptions
     @OptionGroup var output: OutputOptions
+    @OptionGroup var quiet: QuietOption
+
+    func validate() throws {
+        if quiet.quiet && (folder.verbose || output.json) { throw ValidationError("--quiet goes with neither --verbose nor --json") }
+    }
 
     func run() throws {
-        let store = try folder.open(writable: true)
+        let store = try folder.open(writable: true, quiet: quiet.quiet)
         let report = try store.batch { try store.scanAndRecord() }
         if output.json {
             printJSON([
@@ -70,6 +75,9 @@ struct ScanCommand: ParsableCommand {
             ])
             return
         }
+        // Under --quiet only what could not be recorded is said, on stderr.
+        for u in report.unreadable where quiet.quiet { FileHandleOutput.stderr("ferry: not recorded: \(u.doc): \(u.reason)") }
+        if quiet.quiet { return }
         for e in report.recorded { print("\(e.deleted ? "deleted" : "recorded") \(e.doc) \(e.rev)") }
         for u in report.unreadable { print("not recorded: \(u.doc): \(u.reason)") }
         if report.recorded.isEmpty && report.unreadable.isEmpty { print("Nothing changed.") }

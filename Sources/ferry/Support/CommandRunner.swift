@@ -11,6 +11,10 @@ import Glibc
 /// stderr, prefixed `ferry: `.
 enum CommandRunner {
     static func run(_ arguments: [String]) async -> Int32 {
+        if let topic = unknownHelpTopic(arguments) {
+            FileHandleOutput.stderr("ferry: no command '\(topic)'; 'ferry help' lists them")
+            return 2
+        }
         var command: ParsableCommand
         do {
             command = try FerryCommand.parseAsRoot(arguments)
@@ -43,6 +47,18 @@ enum CommandRunner {
         }
     }
 
+    /// The first name after `help` that names no command (`ferry help nosuch`, `ferry help
+    /// identity nosuch`); the parser's own `help` would show the root's help for it and exit 0.
+    static func unknownHelpTopic(_ arguments: [String]) -> String? {
+        guard arguments.first == "help" else { return nil }
+        var command: ParsableCommand.Type = FerryCommand.self
+        for name in arguments.dropFirst() where !name.hasPrefix("-") {
+            guard let sub = command.subcommand(named: name) else { return name }
+            command = sub
+        }
+        return nil
+    }
+
     /// Prints what the argument parser says about `error`: help on stdout (exit 0), anything
     /// else on stderr with exit status `failure`.
     private static func reportParserError(_ error: Error, failure: Int32) -> Int32 {
@@ -52,6 +68,13 @@ enum CommandRunner {
         }
         FileHandleOutput.stderr(FerryCommand.fullMessage(for: error))
         return failure
+    }
+}
+
+extension ParsableCommand {
+    /// The subcommand called `name` (or one of its aliases), if there is one.
+    static func subcommand(named name: String) -> ParsableCommand.Type? {
+        configuration.subcommands.first { $0._commandName == name || $0.configuration.aliases.contains(name) }
     }
 }
 

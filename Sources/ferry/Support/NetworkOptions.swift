@@ -109,7 +109,10 @@ struct PeerAccessOptions: ParsableArguments {
         do {
             var trust = ServerTrust.system
             if let pin {
-                if !FileManager.default.fileExists(atPath: absolute(pin)), let fingerprint = ServerTrust.fingerprint(parsing: pin) {
+                if !FileManager.default.fileExists(atPath: absolute(pin)) {
+                    guard let fingerprint = ServerTrust.fingerprint(parsing: pin) else {
+                        throw CLIError("--pin \(pin): neither a SHA-256 fingerprint (64 hex digits) nor a certificate file", exitCode: 2)
+                    }
                     trust = .fingerprint(fingerprint)
                 } else {
                     trust = try ServerTrust.pin(file: absolute(pin))

@@ -28,9 +28,9 @@ struct FolderOptions: ParsableArguments {
         return root
     }
 
-    /// Opens the folder.
-    func open(writable: Bool) throws -> FolderStore {
-        try FolderStore.open(at: try resolveRoot(), writable: writable, logger: makeLogger())
+    /// Opens the folder, its log at `quiet`'s level.
+    func open(writable: Bool, quiet: Bool = false) throws -> FolderStore {
+        try FolderStore.open(at: try resolveRoot(), writable: writable, logger: makeLogger(quiet: quiet))
     }
 
     /// The folder opened as its one writer, for a command that changes `.ferry/tls/`: a
@@ -56,7 +56,7 @@ struct FolderOptions: ParsableArguments {
     }
 }
 
-/// `-q/--quiet`, for the commands that report as they go (`sync`, `serve`).
+/// `-q/--quiet`, for the commands that report as they go (`sync`, `serve`) and `scan`.
 struct QuietOption: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Print nothing but errors: no progress, no summary, no log below error (unless FERRY_LOG says otherwise).")
     var quiet = false
