@@ -21,6 +21,9 @@ import Logging
 /// - `IN_Q_OVERFLOW` asks for a full rescan.
 /// - An exhausted watch limit is reported once, naming the sysctl to raise, and replaced by
 ///   periodic rescans rather than silence.
+/// - Its user may have an output reported later (`report(_:after:)`): a retry of what could
+///   not be recorded, or of what was held back, for changes no event announces (room freed
+///   on the disk, a filesystem remounted read-write).
 public final class FolderWatcher: @unchecked Sendable {
     /// The folder.
     public let root: String
@@ -33,9 +36,10 @@ public final class FolderWatcher: @unchecked Sendable {
     private var fd: Int32 = -1
     private var stopPipe: [Int32] = [-1, -1]
     private var wakePipe: [Int32] = [-1, -1]
-    /// Paths handed in by `recheck`, taken by the thread.
+    /// Paths handed in by `recheck` and outputs by `report(_:after:)`, taken by the thread.
     private let injected = NSLock()
     private var injectedPaths: [String] = []
+    private var scheduled: [(due: UInt64, output: WatchOutput)] = []
     private var pathByWatch: [Int32: String] = [:]
     private var watchByPath: [String: Int32] = [:]
     private var watchLimitHit = false
@@ -89,6 +93,17 @@ public final class FolderWatcher: @unchecked Sendable {
         _ = write(wakePipe[1], &b, 1)
     }
 
+    /// Reports `output` once `delay` has passed, unless the same output is already waiting
+    /// (then the earlier time holds).
+    public func report(_ output: WatchOutput, after delay: Duration) {
+        let due = monotonicNow() + delay.nanoseconds
+        injected.withLock {
+            if !scheduled.contains(where: { $0.output == output }) { scheduled.append((due, output)) }
+        }
+        var b: UInt8 = 1
+        _ = write(wakePipe[1], &b, 1)
+    }
+
     /// Stops the thread; the stream finishes.
     public func stop() {
         if stopPipe[1] >= 0 {
@@ -112,6 +127,9 @@ public final class FolderWatcher: @unchecked Sendable {
             var timeout: Int32 = 1000
             if let d = settler.nextDeadline { timeout = Int32(clamping: d > now ? (d - now + 999_999) / 1_000_000 : 0) }
             if watchLimitHit { timeout = min(timeout, Int32(clamping: nextPeriodicRescan > now ? (nextPeriodicRescan - now) / 1_000_000 : 0)) }
+            if let next = injected.withLock({ scheduled.map(\.due).min() }) {
+                timeout = min(timeout, Int32(clamping: next > now ? (next - now + 999_999) / 1_000_000 : 0))
+            }
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)]
             let n = poll(&fds, 3, timeout)
@@ -137,6 +155,12 @@ public final class FolderWatcher: @unchecked Sendable {
             if !due.present.isEmpty { continuation?.yield(.settled(due.present)) }
             if !due.gone.isEmpty { continuation?.yield(.gone(due.gone)) }
             for dir in due.directoriesGone { continuation?.yield(.directoryGone(dir)) }
+            let timed = injected.withLock { () -> [WatchOutput] in
+                let ready = scheduled.filter { $0.due <= later }.map(\.output)
+                scheduled.removeAll { $0.due <= later }
+                return ready
+            }
+            for output in timed { continuation?.yield(output) }
             if watchLimitHit && later >= nextPeriodicRescan {
                 nextPeriodicRescan = later + rescanInterval
                 _ = addWatches(under: "")

@@ -57,7 +57,7 @@ public final class Indexer {
                 recorded += try ingestSettled(doc, whenMissing: .recordDeletion)
             }
             return recorded
-        case .permissionsChanged:
+        case .permissionsChanged, .retryHeldBack:
             return []  // `handle` tries the held-back documents again
         case .rescan(let reason):
             logger.info("rescanning the folder", metadata: ["reason": "\(reason)"])

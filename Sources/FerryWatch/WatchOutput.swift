@@ -12,6 +12,10 @@ public enum WatchOutput: Sendable, Equatable {
     /// A directory's permissions or owner changed (relative; "" is the folder): a document
     /// held back because its directory could not be written may be written now.
     case permissionsChanged(String)
-    /// Events may have been lost (queue overflow, watch limit): scan the whole folder.
+    /// Events may have been lost (queue overflow, watch limit), or a change could not be
+    /// recorded (a full disk) and is tried again: scan the whole folder.
     case rescan(reason: String)
+    /// Documents were held back (their directory could not be written) a while ago: try
+    /// them again, since making it writable by a remount sends no event.
+    case retryHeldBack
 }

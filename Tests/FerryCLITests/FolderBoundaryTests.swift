@@ -149,6 +149,35 @@ import FerryTesting
         }
     }
 
+    /// A directory on a filesystem mounted read-only holds its documents back; remounted
+    /// read-write, which sends no inotify event, they are written all the same (the agent
+    /// tries again every few seconds). Root mounts; the agents run as the unprivileged user.
+    @Test(.enabled(if: FullDiskTests.canMount, "skipped: bind-mounting needs root and a sandbox that allows mount"))
+    func aDirectoryRemountedWritableGetsItsHeldBackDocumentsWithoutAnEvent() async throws {
+        try await endToEnd {
+            let sandbox = try UserSandbox()
+            let (a, b) = (sandbox.path("a"), sandbox.path("b"))
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder], in: sandbox.root).status == 0) }
+            try sandbox.shell(#"mkdir notes && printf '{"v": 1}\n' > notes/old.json"#, in: b)
+            let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
+            let url = try #require(listener.url)
+            #expect(try sandbox.ferry(["sync", url], in: b).status == 0)
+            let notes = a + "/notes"
+            let mounted = try FerryProcess.shell("mount --bind \(notes) \(notes) && mount -o remount,bind,ro \(notes)")
+            #expect(mounted.status == 0, "\(mounted.stderr)")
+            defer { _ = try? FerryProcess.shell("umount \(notes)") }
+            try sandbox.shell(#"printf '{"v": 2}\n' > notes/old.json"#, in: b)
+            #expect(try sandbox.ferry(["sync", url], in: b).status == 0)
+            #expect(try sandbox.ferry(["status"], in: a).stdout.contains("held back: notes/old.json: notes/ cannot be written here"))
+
+            #expect(try FerryProcess.shell("mount -o remount,bind,rw \(notes)").status == 0)
+            let read = { (try? JSONParser.parse(Array(FileManager.default.contents(atPath: notes + "/old.json") ?? Data()))) }
+            #expect(eventually(15) { read() == ["v": 2] }, "\(listener.log().suffix(1500))")
+            #expect(listener.stop() == 0)
+            #expect(try Self.verified(sandbox, [a, b]))
+        }
+    }
+
     @Test func aFerryFolderInsideAnotherKeepsItsStateToItself() async throws {
         try await endToEnd {
             let sandbox = try UserSandbox()
