@@ -251,16 +251,28 @@ extension FolderStore {
     }
 
     /// Notes the live document `doc`, whose file a walk did not find: held back when its path
-    /// cannot hold it, deleted otherwise; nothing when it is ignored and still there (no
+    /// cannot hold it or its file was never written here (`bases`), deleted otherwise; nothing when it is ignored and still there (no
     /// longer synced, but not deleted, as `scanAndRecord` says).
-    func noteMissing(_ doc: DocumentID, rules: IgnoreRules, in state: inout DiskState) {
+    func noteMissing(_ doc: DocumentID, rules: IgnoreRules, bases: [DocumentID: FileBase] = [:], in state: inout DiskState) {
         let path = layout.path(of: doc.rawValue)
         if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(path) { return }
         if let why = placementProblem(doc, path: path, live: true) {
             state.heldBack.append((doc, why))
+        } else if bases[doc] == .nothing {
+            state.heldBack.append((doc, notWrittenYet(doc)))  // a peer's new document, never written here
         } else {
             state.pending.append((doc, .deleted))
         }
+    }
+
+    /// Why `doc`'s file does not hold its current revision yet, as a reader can tell: its
+    /// directory cannot be written, or the writer has not written it yet.
+    func notWrittenYet(_ doc: DocumentID) -> String {
+        let directory = FileSystem.dirname(of: doc.rawValue)
+        if access(directory.isEmpty ? root : layout.path(of: directory), W_OK | X_OK) != 0 {
+            return "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(String(cString: strerror(errno)).lowercased()))"
+        }
+        return "a peer's revision is not written to its file yet (the agent or the next sync writes it)"
     }
 
     /// Compares every file with its document's current revision, without recording anything;
@@ -273,14 +285,29 @@ extension FolderStore {
         // Files unchanged since they were recorded are not read, as a scan does (a reader,
         // such as `ferry status` beside no agent, loads the cache the writer left).
         let proven = survey?.proven ?? (isWritable ? statCache : StatCache.load(path: layout.statCacheFile)).provenObjects(found)
+        // A file still holding the revision before a peer's, which could not be written yet
+        // (a read-only directory; the agent keeps these in `heldBack`), is no change of the user's.
+        let bases = isWritable ? fileBases : loadFileBases()
+        func holdsItsBase(_ doc: DocumentID, _ digest: BlobDigest) -> Bool {
+            guard case .revision(let rev)? = bases[doc], let object = index[doc]?.node(rev)?.object else { return false }
+            return object == digest
+        }
         for (file, held) in zip(found, proven) {
             let cur = current(file.doc)
             if let cur, !cur.deleted { liveOnDisk += 1 }
             if let cur, !cur.deleted, let held, held == cur.object { continue }
+            if let held, holdsItsBase(file.doc, held) {
+                state.heldBack.append((file.doc, notWrittenYet(file.doc)))
+                continue
+            }
             switch try digestOnDisk(file.doc) {
             case .failure(let why)?: state.unreadable.append((file.doc, why.message))
             case .success(let digest)?:
                 if let cur, !cur.deleted, cur.object == digest { continue }
+                if holdsItsBase(file.doc, digest) {
+                    state.heldBack.append((file.doc, notWrittenYet(file.doc)))
+                    continue
+                }
                 state.pending.append((file.doc, cur == nil || cur!.deleted ? .added : .modified))
             case nil: break
             }
@@ -290,7 +317,7 @@ extension FolderStore {
         if liveOnDisk < index.liveDocumentCount {
             let onDisk = Set(found.lazy.map(\.doc))
             for (doc, tree) in index.trees where tree.current.map({ !$0.deleted }) == true && !onDisk.contains(doc) {
-                noteMissing(doc, rules: rules, in: &state)
+                noteMissing(doc, rules: rules, bases: bases, in: &state)
             }
         }
         state.sort()
