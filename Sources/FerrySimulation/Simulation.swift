@@ -145,8 +145,10 @@ public final class Simulation {
             try await edit(peer, doc, label: "step \(step)")
         case 42..<47:
             try await delete(peer, doc, label: "step \(step)")
-        case 47..<77:
+        case 47..<67:
             try await randomPass(label: "step \(step)", cut: false)
+        case 67..<77:
+            try await concurrentPasses(label: "step \(step)")
         case 77..<84:
             try await randomPass(label: "step \(step)", cut: true)
         case 84..<89:
@@ -368,36 +370,78 @@ public final class Simulation {
         }
     }
 
+    /// Two to four passes at once along random edges (a peer may be in several): their
+    /// sessions take turns on the run's thread, as an agent's replications with several peers
+    /// interleave, so a peer merges branches while it sends (what made rings of agents merge
+    /// twins for ever before twins were closed).
+    private func concurrentPasses(label: String) async throws {
+        var plans: [PassPlan] = []
+        for _ in 0..<(2 + Int(rng.next() % 3)) {
+            let (a, b) = pick(edges)
+            let (active, passive) = chance(50) ? (a, b) : (b, a)
+            plans.append(PassPlan(active: active, passive: passive, direction: chance(50) ? .push : .pull, cutAfter: nil))
+        }
+        try await run(plans, label: label)
+    }
+
     /// One one-shot replication between two peers over the in-memory transport; `cutAfter`
     /// cuts the connection once the side sending revisions has sent that many messages.
     private func pass(active: Int, passive: Int, _ direction: ReplicationDirection, cutAfter: Int?, label: String) async throws {
-        passes += 1
-        let (activeEnd, passiveEnd) = LoopbackTransport.pair()
-        var activeTransport: MessageTransport = activeEnd, passiveTransport: MessageTransport = passiveEnd
-        if let cutAfter {
-            if direction == .pull { passiveTransport = CutLoopbackTransport(passiveEnd, after: cutAfter) }
-            else { activeTransport = CutLoopbackTransport(activeEnd, after: cutAfter) }
-        }
-        let features = chance(50) ? [ProtocolFeature.delta] : []
-        let server = PeerSession(transport: passiveTransport, shared: peers[passive].shared, role: .passive, features: features, logger: quiet)
-        let client = PeerSession(transport: activeTransport, shared: peers[active].shared, role: .active, remoteDatabase: "sim",
-                                 features: features, logger: quiet)
-        let before = try await revisionCounts()
-        var outcome = "done"
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await server.run() }
-            group.addTask { await client.run() }
-            do {
-                try await client.open()
-                try await client.replicate(direction, continuous: false)
-            } catch {
-                outcome = "ended: \(error)"
+        try await run([PassPlan(active: active, passive: passive, direction: direction, cutAfter: cutAfter)], label: label)
+    }
+
+    /// Runs these passes at once; each ends on its own (done, or cut).
+    private func run(_ plans: [PassPlan], label: String) async throws {
+        passes += plans.count
+        var sessions: [(server: PeerSession, client: PeerSession, direction: ReplicationDirection)] = []
+        var whats: [String] = []
+        for plan in plans {
+            let (activeEnd, passiveEnd) = LoopbackTransport.pair()
+            var activeTransport: MessageTransport = activeEnd, passiveTransport: MessageTransport = passiveEnd
+            if let cutAfter = plan.cutAfter {
+                if plan.direction == .pull { passiveTransport = CutLoopbackTransport(passiveEnd, after: cutAfter) }
+                else { activeTransport = CutLoopbackTransport(activeEnd, after: cutAfter) }
             }
-            await client.close()
+            let features = chance(50) ? [ProtocolFeature.delta] : []
+            let server = PeerSession(transport: passiveTransport, shared: peers[plan.passive].shared, role: .passive, features: features, logger: quiet)
+            let client = PeerSession(transport: activeTransport, shared: peers[plan.active].shared, role: .active, remoteDatabase: "sim",
+                                     features: features, logger: quiet)
+            sessions.append((server, client, plan.direction))
+            let what = plan.direction == .push ? "\(plan.active) pushes to \(plan.passive)" : "\(plan.active) pulls from \(plan.passive)"
+            whats.append("\(what)\(plan.cutAfter.map { ", cut after \($0) messages" } ?? "")\(features.isEmpty ? "" : ", deltas")")
+        }
+        let before = try await revisionCounts()
+        let outcomes = await withTaskGroup(of: (Int, String)?.self) { group in
+            for (i, session) in sessions.enumerated() {
+                group.addTask { await session.server.run(); return nil }
+                group.addTask { await session.client.run(); return nil }
+                group.addTask {
+                    var outcome = "done"
+                    do {
+                        try await session.client.open()
+                        try await session.client.replicate(session.direction, continuous: false)
+                    } catch {
+                        outcome = "ended: \(error)"
+                    }
+                    await session.client.close()
+                    return (i, outcome)
+                }
+            }
+            var outcomes = [String](repeating: "", count: sessions.count)
+            for await case let (i, outcome)? in group { outcomes[i] = outcome }
+            return outcomes
         }
         let after = try await revisionCounts()
-        let what = direction == .push ? "\(active) pushes to \(passive)" : "\(active) pulls from \(passive)"
-        note("\(label): \(what)\(cutAfter.map { ", cut after \($0) messages" } ?? "")\(features.isEmpty ? "" : ", deltas"): \(outcome); revisions \(before) -> \(after)")
+        let passes = zip(whats, outcomes).map { "\($0): \($1)" }.joined(separator: plans.count > 1 ? "; at once, " : "")
+        note("\(label): \(plans.count > 1 ? "at once, " : "")\(passes); revisions \(before) -> \(after)")
+    }
+
+    /// A pass to run: who dials whom, which way, and when its connection is cut (nil: never).
+    private struct PassPlan {
+        let active: Int
+        let passive: Int
+        let direction: ReplicationDirection
+        let cutAfter: Int?
     }
 
     private func revisionCounts() async throws -> [Int] {

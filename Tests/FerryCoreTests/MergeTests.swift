@@ -72,6 +72,28 @@ import FerryTesting
         #expect(lists.member("l") == .exactly(["a", "x", "y"]))
     }
 
+    /// Two sides that each hold another of the bases' alternatives are the clash the
+    /// alternatives record: settled by the values, whichever side is the winner (simulation
+    /// seed 1450: two merges of the same branches kept different values, and a removal made
+    /// after one of them lost to the other's value).
+    @Test func sidesHoldingDifferentAlternativesMergeTheSameInEitherOrder() throws {
+        let base = MergeBase.combine(ancestor: .none, .exactly(try JSONParser.parse(#"{"f":"e1","g":1}"#)),
+                                     .exactly(try JSONParser.parse(#"{"f":"e4","g":1}"#)))
+        let one = try JSONParser.parse(#"{"f":"e1","g":2}"#), other = try JSONParser.parse(#"{"f":"e4","g":1}"#)
+        let merged = JSONMerge.merge(base: base, winner: one, loser: other)
+        #expect(merged == JSONMerge.merge(base: base, winner: other, loser: one))
+        #expect(merged == ["f": "e4", "g": 2])  // g: one side's edit; f: the greater value, as where the bases clashed
+        // The same when the bases are themselves combined: a base that holds an alternative
+        // everywhere does not make the other's alternative at one member a change.
+        let merges = MergeBase.combine(ancestor: base, .exactly(one), .exactly(other))
+        #expect(merges.member("f").holds("e1") && merges.member("f").holds("e4"))
+        #expect(merges.member("g") == .exactly(2))
+        // So a later removal of f on either side stands against the other's alternative.
+        let removed = try JSONParser.parse(#"{"g":2}"#)
+        #expect(JSONMerge.merge(base: merges, winner: removed, loser: ["f": "e4", "g": 2]) == ["g": 2])
+        #expect(JSONMerge.merge(base: merges, winner: one, loser: removed) == ["g": 2])
+    }
+
     /// A decider (the store's history) settles a clash before the values do.
     @Test func aClashDeciderOverridesTheValueOrder() throws {
         let base = try JSONParser.parse(#"{"a":1,"n":{"x":1}}"#)

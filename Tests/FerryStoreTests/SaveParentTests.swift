@@ -67,6 +67,36 @@ import FerryTesting
         #expect(try json(f, "list.json") == ["a": 7, "b": 2])
     }
 
+    /// A peer's deletion removed the file while an editor held it; the editor's save moments
+    /// later writes it back with a value added: a child of the revision it was made from,
+    /// beside the deletion (the edit beats it), not a document born after the deletion, every
+    /// value of which would be new and clash with edits made since (simulation seed 435).
+    @Test func aSaveOfAFileAPeersDeletionRemovedIsAChildOfWhatItWasMadeFrom() throws {
+        let f = try TestFolder()
+        let clock = Clock()
+        f.store.clock = { clock.now }
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1])
+        _ = try base.apply(to: f.store)
+        _ = try base.child(nil).apply(to: f.store)
+        #expect(!FileManager.default.fileExists(atPath: f.store.layout.path(of: "list.json")))
+        try f.dir.write("list.json", #"{"a": 1, "b": 1, "c": 3}"#)
+        guard case .recorded(let save) = try f.store.ingest(doc) else { Issue.record("not recorded"); return }
+        #expect(save.parent == base.rev)
+        #expect(f.store.current(doc)?.rev == save.rev)
+        #expect(try json(f, "list.json") == ["a": 1, "b": 1, "c": 3])
+        // Long after the deletion, a file of that name is a new document after it.
+        let other = try f.doc("other.json")
+        let first = Made.root(other, ["a": 1])
+        _ = try first.apply(to: f.store)
+        let deletion = first.child(nil)
+        _ = try deletion.apply(to: f.store)
+        clock.now += FolderStore.staleSaveWindow * 2
+        try f.dir.write("other.json", #"{"a": 1}"#)
+        guard case .recorded(let again) = try f.store.ingest(other) else { Issue.record("not recorded"); return }
+        #expect(again.parent == deletion.rev)
+    }
+
     /// A merge names the branch it took in; a later merge with a descendant of that branch
     /// starts from it, so a value changed only on that descendant survives (the three-peer
     /// scenario of issue 16: A's a=K after B merged A's a=1 with C's c=1).

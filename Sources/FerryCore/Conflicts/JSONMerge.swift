@@ -42,8 +42,7 @@ public enum JSONMerge {
 
         func value(_ base: MergeBase, _ a: JSONValue, _ b: JSONValue, path: [String]) -> JSONValue {
             if a == b { return a }
-            if base.holds(b) { return a }
-            if base.holds(a) { return b }
+            if let unchanged = base.unchangedSide(a, b) { return unchanged ? b : a }
             switch (a, b) {
             case let (.object(am), .object(bm)):
                 return .object(objects(base, am, bm, path: path))
@@ -72,8 +71,7 @@ public enum JSONMerge {
         /// values merge.
         func member(_ base: MergeBase, _ a: JSONValue?, _ b: JSONValue?, path: [String]) -> JSONValue? {
             if a == b { return a }
-            if base.holds(b) { return a }
-            if base.holds(a) { return b }
+            if let unchanged = base.unchangedSide(a, b) { return unchanged ? b : a }
             guard let a, let b else {
                 if let first = decide?(path, a, b) { return first ? a : b }
                 return a ?? b

@@ -26,6 +26,23 @@ public indirect enum MergeBase: Sendable, Equatable {
         }
     }
 
+    /// Which of two different values left this place as the base had it: true for `a`,
+    /// false for `b`, nil for neither or both. Both, when each holds another of the bases'
+    /// alternatives: that is the clash the alternatives record, and it must be settled by
+    /// its values again (as it was where the alternatives came from), not by which side
+    /// happens to be asked first, or two merges of the same branches would differ and a later
+    /// edit of that place would lose to the other outcome. Two objects under a base with
+    /// alternatives are never settled whole (nil): one may hold an alternative at one member
+    /// and a change at another, and only their members can tell.
+    public func unchangedSide(_ a: JSONValue?, _ b: JSONValue?) -> Bool? {
+        if hasAlternatives, case .object? = a, case .object? = b { return nil }
+        switch (holds(a), holds(b)) {
+        case (true, false): return true
+        case (false, true): return false
+        default: return nil
+        }
+    }
+
     /// The base of one member of an object.
     public func member(_ key: String) -> MergeBase {
         switch self {
@@ -66,8 +83,13 @@ public indirect enum MergeBase: Sendable, Equatable {
     /// changed a place, its value; where both changed it differently, either value.
     public static func combine(ancestor: MergeBase, _ x: MergeBase, _ y: MergeBase) -> MergeBase {
         if x == y { return x }
-        if let only = x.single, ancestor.holds(only) { return y }
-        if let only = y.single, ancestor.holds(only) { return x }
+        // A base that kept the ancestor's value gives way to the other, unless both kept one
+        // of its alternatives (the clash they record: both stay possible). Objects under an
+        // ancestor with alternatives are combined member by member (see `unchangedSide`).
+        if !(x.isObject && y.isObject && ancestor.hasAlternatives) {
+            let xKept = x.single.map { ancestor.holds($0) } ?? false, yKept = y.single.map { ancestor.holds($0) } ?? false
+            if xKept != yKept { return xKept ? y : x }
+        }
         if x.isObject && y.isObject {
             var keys = Set<String>()
             for side in [x, y] {
@@ -96,6 +118,15 @@ public indirect enum MergeBase: Sendable, Equatable {
         switch self {
         case .exactly(let v): return .some(v)
         default: return nil
+        }
+    }
+
+    /// True when some place holds alternatives (`anyOf`), at any depth.
+    var hasAlternatives: Bool {
+        switch self {
+        case .exactly: return false
+        case .anyOf: return true
+        case .members(let ms): return ms.values.contains { $0.hasAlternatives }
         }
     }
 

@@ -105,9 +105,16 @@ extension FolderStore {
     /// (A base older than the one the save was really made from does no harm: the changes in
     /// between are on both sides of the merge alike.)
     func parentForSave(_ doc: DocumentID, _ saved: [UInt8], base: RevisionID?) -> RevisionID? {
-        guard let base, doc.kind == .json, let writes = recentWrites[doc], let tree = index[doc],
-              let current = tree.nodes[base], current.hasBody, let currentValue = try? jsonBody(of: current, doc: doc)
-        else { return base }
+        guard let base, doc.kind == .json, let writes = recentWrites[doc], let tree = index[doc], let current = tree.nodes[base] else { return base }
+        // A file ferry removed for a peer's deletion and saved again moments later from the
+        // editor's copy: its "after" is nothing at all, so any value it kept from before tells.
+        let currentValue: JSONValue
+        if current.deleted {
+            currentValue = .object([:])
+        } else {
+            guard current.hasBody, let value = try? jsonBody(of: current, doc: doc) else { return base }
+            currentValue = value
+        }
         let now = clock()
         var savedValue: JSONValue?
         var parent = base
