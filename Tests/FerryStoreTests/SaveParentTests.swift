@@ -14,6 +14,17 @@ import FerryTesting
 
     func json(_ f: TestFolder, _ doc: String) throws -> JSONValue { try JSONParser.parse(try f.dir.read(doc)) }
 
+    /// A folder whose store reads `clock`, holding list.json at a peer's first revision `base`.
+    func listWithAClock() throws -> (TestFolder, Clock, DocumentID, Made) {
+        let f = try TestFolder()
+        let clock = Clock()
+        f.store.clock = { clock.now }
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1])
+        _ = try base.apply(to: f.store)
+        return (f, clock, doc, base)
+    }
+
     /// The file does not parse when a peer's revision arrives: the revision becomes current
     /// but the file stays; the fixed save is a child of what the file held, and merges.
     @Test func aFixedSaveAfterAnInvalidOneIsMergedWithWhatArrivedMeanwhile() throws {
@@ -42,12 +53,7 @@ import FerryTesting
     /// after: the save goes back on the peer's change, so it is parented on the older
     /// revision and merged, not recorded as an edit that reverts the peer.
     @Test func aSaveMadeFromContentReadBeforeAPeersWriteKeepsThePeersChange() throws {
-        let f = try TestFolder()
-        let clock = Clock()
-        f.store.clock = { clock.now }
-        let doc = try f.doc("list.json")
-        let base = Made.root(doc, ["a": 1, "b": 1])
-        _ = try base.apply(to: f.store)
+        let (f, clock, doc, base) = try listWithAClock()
         let theirs = base.child(["a": 1, "b": 2])
         _ = try theirs.apply(to: f.store)
         #expect(try json(f, "list.json") == ["a": 1, "b": 2])
@@ -72,12 +78,7 @@ import FerryTesting
     /// beside the deletion (the edit beats it), not a document born after the deletion, every
     /// value of which would be new and clash with edits made since (simulation seed 435).
     @Test func aSaveOfAFileAPeersDeletionRemovedIsAChildOfWhatItWasMadeFrom() throws {
-        let f = try TestFolder()
-        let clock = Clock()
-        f.store.clock = { clock.now }
-        let doc = try f.doc("list.json")
-        let base = Made.root(doc, ["a": 1, "b": 1])
-        _ = try base.apply(to: f.store)
+        let (f, clock, doc, base) = try listWithAClock()
         _ = try base.child(nil).apply(to: f.store)
         #expect(!FileManager.default.fileExists(atPath: f.store.layout.path(of: "list.json")))
         try f.dir.write("list.json", #"{"a": 1, "b": 1, "c": 3}"#)
