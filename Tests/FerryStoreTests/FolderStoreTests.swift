@@ -510,6 +510,36 @@ import FerryTesting
         #expect(f.store.index[doc]!.liveLeaves.count == 1)
     }
 
+    /// Someone deletes a merge on one peer while another peer, holding the same merge made in
+    /// the other order (a twin), has closed it as a twin: the deletion had seen every edit the
+    /// surviving twin merges, so that twin is closed too and the document stays deleted (with
+    /// no second live leaf, nothing had looked; simulation seed 7119).
+    @Test func aDeletionOfAClosedTwinClosesTheTwinThatSurvived() throws {
+        let f = try TestFolder()
+        let doc = try f.doc("list.json")
+        let base = Made.root(doc, ["a": 1, "b": 1])
+        let left = base.child(["a": 2, "b": 1]), right = base.child(["a": 1, "b": 2])
+        for r in [base, left, right] { _ = try r.apply(to: f.store) }
+        let merge = try #require(f.store.current(doc))
+        let merged = try #require(f.store.index[doc]?.mergedParent(of: merge.rev))
+        let firstParent = try #require(merge.parent)
+        // The same merge made elsewhere with the parents the other way round: a twin.
+        let twin = RevisionID.compute(parent: merged, deleted: false, body: merge.object, merged: firstParent)
+        _ = try f.store.applyRemote(IncomingRevision(doc: doc, rev: twin, history: [merged, base.rev], deleted: false, object: merge.object,
+                                                     size: merge.size, origin: "peer", merged: firstParent))
+        let tree = try #require(f.store.index[doc])
+        let closedTwin = try #require([merge.rev, twin].first { tree.nodes[RevisionID.closingTwin($0)] != nil })
+        let survivor = closedTwin == merge.rev ? twin : merge.rev
+        #expect(f.store.current(doc)?.rev == survivor)
+        // The deletion of the closed twin, made where it was current, arrives in a pass.
+        let deletion = RevisionID.compute(parent: closedTwin, deleted: true, body: nil)
+        _ = try f.store.applyRemote(IncomingRevision(doc: doc, rev: deletion, history: tree.history(of: closedTwin), deleted: true,
+                                                     object: nil, size: 0, origin: "peer"), resolve: false)
+        _ = try f.store.resolvePendingConflicts()
+        #expect(f.store.current(doc)?.deleted == true, "\(f.store.index[doc]!.leafNodes.map(\.rev))")
+        #expect(!FileManager.default.fileExists(atPath: f.store.layout.path(of: "list.json")))
+    }
+
     @Test func threeConcurrentBranchesConvergeAfterExchanging() throws {
         var m = InventoryMutator(seed: 99)
         let doc = try DocumentID("list.json")

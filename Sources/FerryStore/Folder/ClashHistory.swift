@@ -6,6 +6,7 @@ import FerryCore
 /// its value stands. When neither or both did, the clash is a true tie and the values
 /// decide (`JSONMerge.clash`). This is what a multi-value register does: a value someone
 /// has overwritten never comes back through a merge that did not know it was overwritten.
+/// A file document's bytes are one value (their digest) at the path `[]`.
 final class ClashHistory {
     private let store: FolderStore
     private let doc: DocumentID
@@ -57,13 +58,20 @@ final class ClashHistory {
         return found
     }
 
+    /// A file document's bytes as a value for `decide`, at the path `[]`: their digest.
+    static func fileValue(_ object: BlobDigest) -> JSONValue { .string(object.hex) }
+
     /// A revision's body; `.some(nil)` for a deletion (it holds nothing), nil when not here.
+    /// A file document's is `fileValue` of its bytes.
     private func body(_ rev: RevisionID) -> JSONValue?? {
         if let cached = bodies[rev] { return cached }
         guard let node = tree.nodes[rev] else { return nil }
         let value: JSONValue?
         if node.deleted {
             value = nil
+        } else if doc.kind == .file {
+            guard let object = node.object else { return nil }
+            value = Self.fileValue(object)
         } else {
             guard node.hasBody, let parsed = try? store.jsonBody(of: node, doc: doc) else { return nil }
             value = parsed

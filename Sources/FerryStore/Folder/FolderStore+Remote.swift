@@ -72,7 +72,7 @@ extension FolderStore {
                                                                           "merge": "\(entry.rev)"])
         }
         guard resolve else {
-            if index[doc]?.hasConflict == true { unresolved.insert(doc) }
+            if let tree = index[doc], tree.hasConflict || Self.deletionBesideLive(tree) { unresolved.insert(doc) }
             return [entry]
         }
         return [entry] + (try resolveConflicts(doc))
@@ -207,11 +207,18 @@ extension FolderStore {
                 continue
             }
             if doc.kind == .file && !alreadyMerged, let loserObject = loser.object, loserObject != winnerObject {
-                // Whole bytes, three-way: the side that changed them since the merge base(s)
-                // stands; when both did, the greater digest (the same in every merge, as for
-                // JSON values: see `JSONMerge.clash`).
+                // Whole bytes, three-way, as one JSON value is merged: the side that changed
+                // them since the merge base(s) stands; when both did, or each holds another
+                // base's bytes (criss-cross merges whose bases differ: the clash they record),
+                // the side whose history had seen the other's bytes and replaced them, else the
+                // greater digest, the same in every merge (`ClashHistory`, `JSONMerge.clash`).
                 let bases = Set(tree.mergeBases(winner.rev, loser.rev).compactMap { tree.nodes[$0]?.object })
-                if bases.contains(winnerObject) || (!bases.contains(loserObject) && winnerObject.hex < loserObject.hex) {
+                let (winnerKept, loserKept) = (bases.contains(winnerObject), bases.contains(loserObject))
+                let history = ClashHistory(store: self, doc: doc, tree: tree, winner: winner.rev, loser: loser.rev)
+                let loserStands = winnerKept != loserKept ? winnerKept
+                    : !(history.decide([], ClashHistory.fileValue(winnerObject), ClashHistory.fileValue(loserObject))
+                        ?? (winnerObject.hex > loserObject.hex))
+                if loserStands {
                     body = (loserObject, loser.size)
                     resolution = .merged
                 }
@@ -268,6 +275,17 @@ extension FolderStore {
         try commit([entry])
         logger.info("closed a branch holding the current revision's body", metadata: ["doc": "\(doc)", "branch": "\(loser.rev)", "current": "\(winner.rev)"])
         return entry
+    }
+
+    /// True when a live leaf stands beside a deletion someone made (not one closing a branch a
+    /// merge or a twin took in): a live branch that only merges what that deletion had seen is
+    /// to be closed even with no second live leaf (`closeBranchesADeletionSaw`). A twin of the
+    /// branch the deletion was made on, closed elsewhere before the deletion arrived, is such
+    /// a branch (simulation seed 7119).
+    static func deletionBesideLive(_ tree: RevisionTree) -> Bool {
+        let leaves = tree.leafNodes
+        guard leaves.count > 1, leaves.contains(where: { !$0.deleted }) else { return false }
+        return leaves.contains { $0.deleted && !tree.closesMergedBranch($0) }
     }
 
     /// Closes every live branch that only merges what a deletion had already seen: behind its
