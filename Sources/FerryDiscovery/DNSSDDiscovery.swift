@@ -15,25 +15,49 @@ public final class DNSSDDiscovery: Discovery {
         setenv("AVAHI_COMPAT_NOWARN", "1", 0)
     }
 
-    /// Registers the service and waits (at most 5 s) until the daemon confirms it.
+    /// Most names tried when the service's name is taken: "NAME", "NAME #2" … "NAME #16".
+    static let maxNameAttempts = 16
+
+    /// Registers the service and waits (at most 5 s per name) until the daemon confirms it.
+    /// A name another service holds (two folders of one database on one host) is tried again
+    /// as "NAME #2", "NAME #3"…, as Bonjour does by itself and Avahi's compatibility layer
+    /// does not (it fails with a name conflict).
     public func advertise(_ service: ServiceAdvertisement) async throws -> Advertisement {
         try await onOwnThread { cancellation in
-            let state = RegisterState()
-            var ref: DNSServiceRef?
-            let txt = TXTRecord.encode(service.txt)
-            let started = txt.withUnsafeBytes { raw in
-                DNSServiceRegister(&ref, 0, 0, service.name, service.type, nil, nil, UInt16(service.port).bigEndian,
-                                   UInt16(raw.count), raw.baseAddress, registerReply, Unmanaged.passUnretained(state).toOpaque())
+            for attempt in 1...Self.maxNameAttempts {
+                let name = attempt == 1 ? service.name : "\(service.name) #\(attempt)"
+                switch try Self.register(service, as: name, cancellation) {
+                case .registered(let ad): return ad
+                case .nameTaken: continue
+                }
             }
-            guard started == kDNSServiceErr_NoError, let ref else { throw Self.failure(started, "advertise \(service.type)") }
-            let finished = Self.process(ref, timeout: 5, cancellation) { state.done }
-            if !finished || state.error != nil {
-                DNSServiceRefDeallocate(ref)
-                throw finished ? Self.failure(state.error ?? 0, "advertise \(service.type)")
-                               : DiscoveryError("the mDNS daemon did not confirm the advertisement of \(service.type) within 5 s")
-            }
-            return DNSSDAdvertisement(ref: ref, name: state.name ?? service.name)
+            throw DiscoveryError("cannot advertise \(service.type): the names \(String(reflecting: service.name)) to \"#\(Self.maxNameAttempts)\" are all taken; choose another with --service-name")
         }
+    }
+
+    private enum Registration {
+        case registered(DNSSDAdvertisement)
+        case nameTaken
+    }
+
+    private static func register(_ service: ServiceAdvertisement, as name: String, _ cancellation: Cancellation) throws -> Registration {
+        let state = RegisterState()
+        var ref: DNSServiceRef?
+        let txt = TXTRecord.encode(service.txt)
+        let started = txt.withUnsafeBytes { raw in
+            DNSServiceRegister(&ref, 0, 0, name, service.type, nil, nil, UInt16(service.port).bigEndian,
+                               UInt16(raw.count), raw.baseAddress, registerReply, Unmanaged.passUnretained(state).toOpaque())
+        }
+        if started == DNSServiceErrorType(kDNSServiceErr_NameConflict) { return .nameTaken }
+        guard started == kDNSServiceErr_NoError, let ref else { throw failure(started, "advertise \(service.type)") }
+        let finished = process(ref, timeout: 5, cancellation) { state.done }
+        if !finished || state.error != nil {
+            DNSServiceRefDeallocate(ref)
+            if state.error == DNSServiceErrorType(kDNSServiceErr_NameConflict) { return .nameTaken }
+            throw finished ? failure(state.error ?? 0, "advertise \(service.type)")
+                           : DiscoveryError("the mDNS daemon did not confirm the advertisement of \(service.type) within 5 s")
+        }
+        return .registered(DNSSDAdvertisement(ref: ref, name: state.name ?? name))
     }
 
     /// Browses for `timeout`, then resolves every service found (host, port, TXT) and looks

@@ -50,6 +50,28 @@ import Testing
         }
     }
 
+    /// Two folders of one database on one host, both with the default service name: the
+    /// second is advertised as "NAME #2" (Avahi's compatibility layer refuses a taken name
+    /// instead of renaming; the second agent used to go unadvertised).
+    @Test func twoListenersOfOneDatabaseOnOneHostAreBothAdvertised() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let (a, b) = (tmp.appending("a"), tmp.appending("b"))
+            try initFolder(a)
+            try initFolder(b)
+            let type = uniqueType()
+            let first = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            #expect(eventually(10) { first.log().contains("advertised over DNS-SD") }, "\(first.log())")
+            let second = try RunningAgent(folder: b, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            #expect(eventually(15) { second.log().contains("advertised over DNS-SD") }, "\(second.log())")
+            #expect(second.log().contains(" #2"), "\(second.log())")
+            var lines: [String] = []
+            #expect(eventually(10) { lines = (try? browse(type)) ?? []; return Set(lines.map { $0.split(separator: ";")[3] }).count == 2 }, "\(lines)")
+            first.stop()
+            second.stop()
+        }
+    }
+
     @Test func aServicePublishedByAvahiAppearsInFerryPeers() async throws {
         try await endToEnd {
             let type = uniqueType()
