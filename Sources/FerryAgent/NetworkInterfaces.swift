@@ -30,7 +30,15 @@ public enum NetworkInterfaces {
             return ("0.0.0.0", hosts.isEmpty ? ["127.0.0.1"] : hosts)
         }
         var probe = in_addr()
-        if inet_pton(AF_INET, spec, &probe) == 1 { return (spec, [spec == "0.0.0.0" ? "127.0.0.1" : spec]) }
+        if inet_pton(AF_INET, spec, &probe) == 1 {
+            // Binding an address the machine does not have fails with a bare EADDRNOTAVAIL.
+            // (All of 127.0.0.0/8 is loopback's, though only 127.0.0.1 is listed.)
+            let addresses = ipv4Addresses().map(\.address)
+            guard spec == "0.0.0.0" || spec.hasPrefix("127.") || addresses.contains(spec) else {
+                throw InterfaceError(description: "\(spec) is not an address of this machine (it has \(addresses.joined(separator: ", ")))")
+            }
+            return (spec, [spec == "0.0.0.0" ? "127.0.0.1" : spec])
+        }
         if let match = ipv4Addresses().first(where: { $0.name == spec }) { return (match.address, [match.address]) }
         throw InterfaceError(description: "no IPv4 address or interface named \(spec) on this machine")
     }

@@ -220,7 +220,7 @@ public final class Replicator: Sendable {
             logger.info("connected", metadata: ["peer": "\(configuration.url)"])
             group.addTask {
                 try await session.replicate(configuration.direction, continuous: configuration.continuous, docIDs: configuration.docIDs,
-                                            refusingUnrelated: configuration.refuseUnrelated ? configuration.url : nil)
+                                            refusingUnrelated: configuration.refuseUnrelated ? (configuration.url, configuration.remoteDatabase) : nil)
                 return true
             }
             do {

@@ -141,7 +141,7 @@ import FerryTesting
         try await endToEnd {
             let sandbox = try UserSandbox()
             let (a, b) = (sandbox.path("a"), sandbox.path("b"))
-            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder], in: sandbox.root).status == 0) }
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
             try sandbox.shell(#"mkdir notes && printf '{"v": 1}\n' > notes/old.json && printf '{"v": "gone"}\n' > notes/gone.json"#, in: b)
             let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
             let url = try #require(listener.url)
@@ -197,7 +197,7 @@ import FerryTesting
         try await endToEnd {
             let sandbox = try UserSandbox()
             let (a, b) = (sandbox.path("a"), sandbox.path("b"))
-            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder], in: sandbox.root).status == 0) }
+            for folder in [a, b] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
             try sandbox.shell(#"mkdir notes && printf '{"v": 1}\n' > notes/old.json"#, in: b)
             let listener = try sandbox.agent(folder: a, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
             let url = try #require(listener.url)

@@ -50,6 +50,13 @@ import FerryTesting
                 let help = try FerryProcess.ferry(["help"] + topic)
                 #expect(help.status == 0 && help.stdout.contains("USAGE: ferry \(topic.joined(separator: " "))"), "\(help.stdout)")
             }
+            // An --interface that is no address or interface of this machine, named as such.
+            for (spec, said) in [("10.9.9.9", "10.9.9.9 is not an address of this machine (it has 127.0.0.1"),
+                                 ("nosuchif0", "no IPv4 address or interface named nosuchif0")] {
+                let serve = try FerryProcess.ferry(["serve", "--interface", spec, "--port", "0", "--tls", "off", "--no-advertise"], in: b)
+                #expect(serve.status == 2 && serve.stderr.hasPrefix("ferry: --interface: \(said)") && !serve.stderr.contains("errno"),
+                        "\(serve.status) \(serve.stderr)")
+            }
             // A --pin that is neither a fingerprint nor a file is a usage error naming both.
             let badPin = try FerryProcess.ferry(["sync", "wss://127.0.0.1:1/inventory", "--pin", "abc"], in: b)
             #expect(badPin.status == 2 && badPin.stderr == "ferry: --pin abc: neither a SHA-256 fingerprint (64 hex digits) nor a certificate file\n",

@@ -68,12 +68,13 @@ extension PeerSession {
     /// its pull ended, were not in its push yet; the peer's, made as this side's push ended,
     /// were not in its answer to the pull). The next round carries them; the one after finds
     /// both sides with the same revisions, so it moves nothing.
-    /// With `refusingUnrelated` (the peer's URL, for the message), the first sync with a peer
-    /// whose folder shares no history with this one is refused before anything moves.
+    /// With `refusingUnrelated` (the peer's URL, for the message, and the database it serves),
+    /// the first sync with a peer whose folder shares no history with this one, or is another
+    /// database, is refused before anything moves.
     public func replicate(_ direction: ReplicationDirection, continuous: Bool, docIDs: [DocumentID]? = nil,
-                          refusingUnrelated url: String? = nil) async throws {
+                          refusingUnrelated peer: (url: String, database: String)? = nil) async throws {
         wantsAnotherRound = false
-        if let url { try await refuseIfUnrelated(peer: url, docIDs: docIDs) }
+        if let peer { try await refuseIfUnrelated(peer: peer.url, database: peer.database, docIDs: docIDs) }
         let rounds = continuous || direction != .both ? 1 : (channel.resubscribes ? Self.maxRounds : 1)
         for _ in 0..<rounds {
             let before = stats.revisionsWanted

@@ -33,22 +33,31 @@ struct RelatednessProbe {
     }
 }
 
-/// The first sync with a peer: refused when the two folders share no history and both hold
+/// The first sync with a peer: refused when its database is not this folder's (a ferry
+/// listener's is its folder's name), or when the two folders share no history and both hold
 /// documents at the same paths (git refuses unrelated histories the same way). Decided by a
 /// dry pull before anything moves: the peer announces its revisions; those of documents
 /// live here and unknown here are asked for, to see their histories, and dropped.
 extension PeerSession {
     /// Runs the dry pull if this is the first sync with the peer (no checkpoint on either
-    /// side) and this folder holds live documents; throws a permanent error if the folders
-    /// are unrelated. A channel that serves one subscription per connection (Couchbase Lite's)
+    /// side) and this folder holds live documents; throws a permanent error if the peer
+    /// serves another database (`database`) or the folders are unrelated. A channel that serves one subscription per connection (Couchbase Lite's)
     /// is not probed: the subscription is the replication's.
-    func refuseIfUnrelated(peer url: String, docIDs: [DocumentID]?) async throws {
+    func refuseIfUnrelated(peer url: String, database: String, docIDs: [DocumentID]?) async throws {
         guard channel.resubscribes else { return }
         let pulled = try await readCheckpoint(checkpointClient(FerryCheckpointClient.pullPrefix, docIDs: docIDs)).checkpoint.remote
         let pushed = try await readCheckpoint(checkpointClient(FerryCheckpointClient.pushPrefix, docIDs: docIDs)).checkpoint.local
         guard pulled == 0, pushed == 0 else { return }
         let hasLiveDocuments = await shared.perform { store in store.index.trees.values.contains { $0.current?.deleted == false } }
         guard hasLiveDocuments else { return }
+        // A ferry listener serves its folder's name (SPEC §4): another name is another
+        // database, reached by a typo or a wrong port, whatever paths the two share.
+        if database != shared.info.name {
+            throw ReplicationError("""
+                \(url) serves database \(String(reflecting: database)), and this folder is database \(String(reflecting: shared.info.name)): \
+                syncing would merge the two. Nothing was sent or changed; if that is what you want, run again with --allow-unrelated
+                """, kind: .permanent)
+        }
 
         relatedness = RelatednessProbe()
         defer { relatedness = nil }

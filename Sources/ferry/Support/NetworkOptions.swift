@@ -55,6 +55,10 @@ struct ListenerOptions: ParsableArguments {
         var options = ListenOptions()
         options.port = port
         options.interface = interface
+        // Checked before anything starts, so that its error is the only line.
+        do { _ = try NetworkInterfaces.resolve(interface) } catch let error as InterfaceError {
+            throw CLIError("--interface: \(error)", exitCode: 2)
+        }
         options.readOnly = readOnly
         options.deltaSync = deltaSync
         options.tls = tls
@@ -155,7 +159,7 @@ struct ClientOptions: ParsableArguments {
         valueName: "ferry|cbl|auto"))
     var peerProtocol: PeerProtocol = .auto
 
-    @Flag(help: "Sync even with a folder that shares no history with this one and holds other documents at the same paths (they are merged).")
+    @Flag(help: "Sync even with a folder of another database name, or one that shares no history with this one and holds other documents at the same paths (they are merged).")
     var allowUnrelated = false
 
     @Option(name: .customLong("doc-id"), help: ArgumentHelp("Replicate only this document (repeatable).", valueName: "id"))
