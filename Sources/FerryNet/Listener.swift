@@ -193,7 +193,7 @@ struct ConnectionSetup: Sendable {
                     let user = config.passwordCheck == nil ? nil : BasicCredentials.parse(head.headers["Authorization"].first).0
                     let connection = PeerConnection(channel: channel, bridge: bridge, wireFormat: format,
                                                     user: user, path: Route.path(of: head))
-                    registry.add(connection, address: ConnectionRegistry.address(of: channel))
+                    registry.add(connection, channel: channel, address: ConnectionRegistry.address(of: channel))
                     channel.closeFuture.whenComplete { _ in registry.remove(connection) }
                     return .webSocket(connection)
                 }
@@ -239,10 +239,15 @@ public struct ListenerTLS: Sendable {
     }
 }
 
-/// The open connections of a listener, and how many come from each address.
+/// The open connections of a listener, and how many come from each address. An upgrade is
+/// counted from the moment it is let in (`reserve`), not once it completes: upgrades sent all
+/// at once would otherwise all find the same count and all get in.
 final class ConnectionRegistry: Sendable {
     private struct State {
         var open: [ObjectIdentifier: (connection: PeerConnection, address: String)] = [:]
+        /// Channels let in whose upgrade has not completed yet, with their address.
+        var reserved: [ObjectIdentifier: String] = [:]
+        /// Open and reserved, per address.
         var perAddress: [String: Int] = [:]
         var total = 0
         /// Upgrades refused as busy since the last one logged (`noteRefusal`).
@@ -251,10 +256,33 @@ final class ConnectionRegistry: Sendable {
     }
     private let state = NIOLockedValueBox(State())
 
-    func add(_ c: PeerConnection, address: String) {
+    /// Lets one more upgrade on `channel` in, counted at once; nil, or why not (full).
+    func reserve(_ channel: Channel, address: String, _ config: ListenerConfiguration) -> String? {
+        let id = ObjectIdentifier(channel)
+        let refusal = state.withLockedValue { s -> String? in
+            let load = ConnectionLoad(open: s.open.count + s.reserved.count, fromAddress: s.perAddress[address] ?? 0)
+            if let why = load.refusal(config) { return why }
+            s.reserved[id] = address
+            s.perAddress[address, default: 0] += 1
+            return nil
+        }
+        // An upgrade that never completes gives its place back when its channel closes.
+        if refusal == nil { channel.closeFuture.whenComplete { [self] _ in release(id) } }
+        return refusal
+    }
+
+    private func release(_ id: ObjectIdentifier) {
+        state.withLockedValue { s in
+            guard let address = s.reserved.removeValue(forKey: id) else { return }
+            s.perAddress[address] = s.perAddress[address]! > 1 ? s.perAddress[address]! - 1 : nil
+        }
+    }
+
+    /// Counts the upgraded connection on `channel` (in the place its reservation took).
+    func add(_ c: PeerConnection, channel: Channel, address: String) {
         state.withLockedValue { s in
             s.open[ObjectIdentifier(c)] = (c, address)
-            s.perAddress[address, default: 0] += 1
+            if s.reserved.removeValue(forKey: ObjectIdentifier(channel)) == nil { s.perAddress[address, default: 0] += 1 }
             s.total += 1
         }
     }
@@ -272,9 +300,9 @@ final class ConnectionRegistry: Sendable {
     /// The client's IP address, as connections are counted by (and logins checked by).
     static func address(of channel: Channel) -> String { channel.remoteAddress?.ipAddress ?? "unknown" }
 
-    /// Connections open now, in all and from `address`.
+    /// Connections open or being upgraded now, in all and from `address`.
     func load(from address: String) -> ConnectionLoad {
-        state.withLockedValue { ConnectionLoad(open: $0.open.count, fromAddress: $0.perAddress[address] ?? 0) }
+        state.withLockedValue { ConnectionLoad(open: $0.open.count + $0.reserved.count, fromAddress: $0.perAddress[address] ?? 0) }
     }
 
     /// Counts a busy refusal; returns how many to log now (this one and those not logged
@@ -292,7 +320,7 @@ final class ConnectionRegistry: Sendable {
     }
 }
 
-/// Upgraded connections open at a moment: in all, and from one address.
+/// Connections open (or being upgraded) at a moment: in all, and from one address.
 struct ConnectionLoad {
     var open: Int
     var fromAddress: Int
@@ -393,8 +421,12 @@ final class RouteDecision: Sendable {
             // Full already: the password check (slow on purpose) would be for nothing.
             future = channel.eventLoop.makeSucceededFuture(busy(.busy(why)))
         } else {
-            future = logins.authorize(user: user, password: password, address: address, on: channel)
-                .map { busy(Route.decide(head, config, authorized: $0, load: registry.load(from: address))) }
+            future = logins.authorize(user: user, password: password, address: address, on: channel).map { authorized in
+                var route = Route.decide(head, config, authorized: authorized, load: registry.load(from: address))
+                // Let in means counted now, in the same step as the check.
+                if case .upgrade = route, let why = registry.reserve(channel, address: address, config) { route = .busy(why) }
+                return busy(route)
+            }
         }
         decided.withLockedValue { $0 = future }
         return future
