@@ -1,8 +1,8 @@
 import FerryCore
 
 /// Decides a value clash in a merge from the document's history: each side's value was
-/// written by some revision (the first, walking back, whose parents do not hold it); a side
-/// whose history holds the write of the other side's value had seen it and replaced it, so
+/// written by some revisions (the first, walking back, whose parents do not hold it); a side
+/// whose history holds every write of the other side's value had seen it and replaced it, so
 /// its value stands. When neither or both did, the clash is a true tie and the values
 /// decide (`JSONMerge.clash`). This is what a multi-value register does: a value someone
 /// has overwritten never comes back through a merge that did not know it was overwritten.
@@ -31,8 +31,11 @@ final class ClashHistory {
     func decide(_ path: [String], _ a: JSONValue?, _ b: JSONValue?) -> Bool? {
         guard let writersOfA = writers(of: a, at: path, from: winner),
               let writersOfB = writers(of: b, at: path, from: loser) else { return nil }
-        let loserSawA = writersOfA.contains { loserAncestry.contains($0) }
-        let winnerSawB = writersOfB.contains { winnerAncestry.contains($0) }
+        // Seen means every write of it: a value written again by a revision the other side
+        // never saw (a removal repeated after seeing that side's value) was not replaced
+        // there (simulation seed 17295).
+        let loserSawA = writersOfA.allSatisfy { loserAncestry.contains($0) }
+        let winnerSawB = writersOfB.allSatisfy { winnerAncestry.contains($0) }
         if loserSawA && !winnerSawB { return false }
         if winnerSawB && !loserSawA { return true }
         return nil
