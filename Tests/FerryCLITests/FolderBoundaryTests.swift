@@ -84,34 +84,6 @@ import FerryTesting
         }
     }
 
-    /// A directory the user replaces with a file of its name (`rm -r d; echo … > d`) deletes
-    /// the documents that were in it, on every peer, and the file takes the name everywhere.
-    /// Before, they were held back on both sides for good ("d is a file here", "a directory
-    /// named d is here"), the deletion never recorded.
-    @Test func aDirectoryReplacedByAFileOfItsNameIsDeletedOnEveryPeer() async throws {
-        try await endToEnd {
-            let sandbox = try UserSandbox()
-            let (x, y) = (sandbox.path("x"), sandbox.path("y"))
-            try sandbox.shell(#"mkdir -p x/d && printf '{"a": 1}\n' > x/d/a.json && printf '{"b": 1}\n' > x/d/b.json"#, in: sandbox.root)
-            for folder in [x, y] { #expect(try sandbox.ferry(["init", folder, "--name", "shared"], in: sandbox.root).status == 0) }
-            let listener = try sandbox.agent(folder: x, arguments: ["--tls", "off", "--interface", "127.0.0.1", "--port", "0", "--no-advertise"])
-            let url = try #require(listener.url)
-            let peer = try sandbox.agent(folder: y, arguments: ["--no-listen", "--no-advertise", "--peer", url])
-            #expect(eventually(10) { FileManager.default.fileExists(atPath: y + "/d/b.json") })
-            try sandbox.shell("rm -rf d && printf 'now a file\n' > d", in: y)
-            #expect(eventually(15) { FileManager.default.contents(atPath: x + "/d") == Data("now a file\n".utf8) },
-                    "x: \((try? sandbox.ferry(["status"], in: x).stdout) ?? "")\ny: \((try? sandbox.ferry(["status"], in: y).stdout) ?? "")")
-            for folder in [x, y] {
-                let status = try sandbox.ferry(["status"], in: folder).stdout
-                #expect(!status.contains("held back"), "\(folder): \(status)")
-                let live = Set(try Self.entries(folder).reduce(into: [String: Bool]()) { $0[$1.doc.rawValue] = $1.deleted }.filter { !$0.value }.keys)
-                #expect(live == ["d"], "\(folder): \(live)")
-            }
-            #expect(peer.stop() == 0 && listener.stop() == 0)
-            #expect(try Self.verified(sandbox, [x, y]))
-        }
-    }
-
     @Test func anUnreadableFileIsReportedNotFatalAndRecordedOnceReadable() async throws {
         try await endToEnd {
             let sandbox = try UserSandbox()

@@ -53,20 +53,6 @@ public struct FolderLayout: Sendable {
     /// `placementProblem(of:)` that does not look again at the directories in `known`, found
     /// to be directories by an earlier look, and adds those it finds (nil: remembers none).
     func placementProblem(of doc: String, knownDirectories known: inout Set<String>?) -> String? {
-        guard let (relative, type) = obstacle(above: doc, knownDirectories: &known) else { return nil }
-        return type == S_IFLNK ? "\(relative) is a symbolic link, which ferry does not follow" : "\(relative) is a file here, not a directory"
-    }
-
-    /// True when a regular file stands where a directory above `doc` should be: the user
-    /// replaced the directory with a file.
-    public func fileStands(above doc: String) -> Bool {
-        var none: Set<String>?
-        return obstacle(above: doc, knownDirectories: &none)?.type == S_IFREG
-    }
-
-    /// The first path above `doc` (inside the folder) that exists and is not a directory,
-    /// with its type (`S_IFLNK`, `S_IFREG`, …); nil when there is none.
-    private func obstacle(above doc: String, knownDirectories known: inout Set<String>?) -> (directory: Substring, type: mode_t)? {
         let bytes = doc.utf8
         var next = bytes.startIndex
         // Each directory's path is a prefix of the id: no splitting (every revision a peer
@@ -77,8 +63,11 @@ public struct FolderLayout: Sendable {
             if known?.contains(String(relative)) == true { continue }
             var st = stat()
             guard lstat(root + "/" + relative, &st) == 0 else { return nil }
-            guard st.st_mode & S_IFMT == S_IFDIR else { return (relative, st.st_mode & S_IFMT) }
-            known?.insert(String(relative))
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: known?.insert(String(relative))
+            case S_IFLNK: return "\(relative) is a symbolic link, which ferry does not follow"
+            default: return "\(relative) is a file here, not a directory"
+            }
         }
         return nil
     }

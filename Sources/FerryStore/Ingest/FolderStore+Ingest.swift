@@ -67,21 +67,6 @@ extension FolderStore {
         read = nil
         let path = layout.path(of: doc.rawValue)
         if let why = layout.placementProblem(of: doc.rawValue, knownDirectories: &directoriesFoundInBatch) {
-            // A directory the user replaced with a file (`rm -r d; echo … > d`) took the
-            // documents whose files were in it: deleted, as the directory's removal alone
-            // would have. A document never written here (a peer's, held back by that file
-            // from the start) is not.
-            if layout.fileStands(above: doc.rawValue), let held = fileRevision(doc).flatMap({ index[doc]?.nodes[$0] }), !held.deleted {
-                heldBack[doc] = nil
-                if whenMissing == .wait { return .missing }
-                forgetWhatTheFileHeld(doc)
-                return .deleted(try recordMissing(doc))
-            }
-            // A deleted document has nothing to place: its file is rightly absent.
-            if current(doc)?.deleted == true {
-                heldBack[doc] = nil
-                return .deleted(nil)
-            }
             // Never read through a link or past a file: what is there is not this document,
             // and its absence is not a deletion anyone made.
             heldBack[doc] = why
