@@ -390,9 +390,8 @@ enum Route: Equatable {
 final class RouteDecision: Sendable {
     let configuration: ListenerConfiguration
     let logins: LoginGuard
-    /// The open connections, counted against `maxConnections` when the request is decided:
-    /// requests decided at once may pass it by those being upgraded meanwhile (at most
-    /// `maxConnectionsInSetup`).
+    /// The open connections, counted against `maxConnections` when the request is decided;
+    /// one let in is counted at once (`ConnectionRegistry.reserve`).
     let registry: ConnectionRegistry
     private let decided = NIOLockedValueBox<EventLoopFuture<Route>?>(nil)
 

@@ -36,7 +36,7 @@ import FerryTesting
             // Room again: the edit is recorded without another save (the agent tries again,
             // as no event says room was freed), then the next save too, and the folder verifies.
             _ = try FerryProcess.shell("rm -f \(mnt)/filler")
-            let retried = RevisionLogReader.wait(dir, count: before + 1, timeout: 10)
+            let retried = RevisionLogReader.wait(dir, count: before + 1, timeout: 20)
             #expect(retried.count == before + 1, "\(agent.log())")
             #expect(try FerryProcess.ferry(["show", "samplelist.json"], in: dir).stdout.contains("\"Full\""))
             _ = try FerryProcess.shell("python3 -c \"p='samplelist.json'; t=open(p).read().replace('\\\"Full\\\"', '\\\"Room\\\"', 1); open(p, 'w').write(t)\"", in: dir)

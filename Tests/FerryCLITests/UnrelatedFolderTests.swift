@@ -80,6 +80,16 @@ import Testing
 
             #expect(try FerryProcess.ferry(["sync", url, "--allow-unrelated"], in: notes).status == 0)
             #expect(FileManager.default.fileExists(atPath: inv + "/diary.json"))
+
+            // A copy named otherwise shares history: its listener is not refused.
+            #expect(listener.stop() == 0)
+            try "{\"mine\": 1}\n".write(toFile: copy + "/mine.json", atomically: false, encoding: .utf8)
+            #expect(try FerryProcess.ferry(["scan"], in: copy).status == 0)
+            let copyListener = try serve(copy)
+            let first = try FerryProcess.ferry(["sync", try #require(copyListener.url)], in: inv)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(FileManager.default.fileExists(atPath: inv + "/mine.json"))
+            #expect(copyListener.stop() == 0)
         }
     }
 

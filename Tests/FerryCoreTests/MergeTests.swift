@@ -92,6 +92,11 @@ import FerryTesting
         let removed = try JSONParser.parse(#"{"g":2}"#)
         #expect(JSONMerge.merge(base: merges, winner: removed, loser: ["f": "e4", "g": 2]) == ["g": 2])
         #expect(JSONMerge.merge(base: merges, winner: one, loser: removed) == ["g": 2])
+        // Alternatives of a whole value are compared whole: a side that holds one exactly left
+        // it as it was, and the other side's removal inside it stands (no history needed).
+        let wholes = MergeBase.combine(ancestor: .exactly(["m": ["k": 0]]), .exactly(["m": ["k": 1]]), .exactly([:]))
+        #expect(wholes.member("m") == .anyOf([["k": 1], nil]))
+        #expect(JSONMerge.merge(base: wholes, winner: ["m": ["k": 1]], loser: ["m": [:]]) == ["m": [:]])
     }
 
     /// A decider (the store's history) settles a clash before the values do.

@@ -39,7 +39,9 @@ struct FolderIndexingService: Service {
             } catch {
                 // A failed write (e.g. a full disk) loses nothing: the file stays as it is and
                 // a rescan, until one succeeds, records it once there is room again.
-                let wait = retry.next()
+                // Only the retry's own failures make the next wait longer: a burst of saves
+                // failing on a full disk is retried a second later all the same.
+                let wait = { if case .rescan = output { return retry.next() } else { return RetryWait.first } }()
                 logger.error("could not record a change; trying again", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
                 watcher.report(.rescan(reason: "trying again what could not be recorded"), after: wait)
             }
@@ -64,6 +66,8 @@ struct FolderIndexingService: Service {
 /// from one second to a minute while it keeps failing; what was held back, every few seconds
 /// (each try is an `access` call per held-back directory).
 struct RetryWait {
+    /// The wait before the first rescan after a failed record.
+    static let first: Duration = .seconds(1)
     /// The wait before held-back documents are tried again without an event.
     static let heldBack: Duration = .seconds(5)
     private var failures = 0
@@ -71,7 +75,7 @@ struct RetryWait {
     /// The wait after one more failure.
     mutating func next() -> Duration {
         failures += 1
-        return .seconds(min(1 << min(failures - 1, 6), 60))
+        return .seconds(min(1 << min(failures, 6), 60))
     }
 
     /// After a rescan that succeeded.

@@ -31,11 +31,12 @@ public indirect enum MergeBase: Sendable, Equatable {
     /// alternatives: that is the clash the alternatives record, and it must be settled by
     /// its values again (as it was where the alternatives came from), not by which side
     /// happens to be asked first, or two merges of the same branches would differ and a later
-    /// edit of that place would lose to the other outcome. Two objects under a base with
-    /// alternatives are never settled whole (nil): one may hold an alternative at one member
-    /// and a change at another, and only their members can tell.
+    /// edit of that place would lose to the other outcome. Two objects under an object base
+    /// with alternatives inside (`members`) are never settled whole (nil): one may hold an
+    /// alternative at one member and a change at another, and only their members can tell.
+    /// (Alternatives of whole values, `anyOf`, are compared whole: an exact match is plain.)
     public func unchangedSide(_ a: JSONValue?, _ b: JSONValue?) -> Bool? {
-        if hasAlternatives, case .object? = a, case .object? = b { return nil }
+        if hasAlternativesInside, case .object? = a, case .object? = b { return nil }
         switch (holds(a), holds(b)) {
         case (true, false): return true
         case (false, true): return false
@@ -85,8 +86,9 @@ public indirect enum MergeBase: Sendable, Equatable {
         if x == y { return x }
         // A base that kept the ancestor's value gives way to the other, unless both kept one
         // of its alternatives (the clash they record: both stay possible). Objects under an
-        // ancestor with alternatives are combined member by member (see `unchangedSide`).
-        if !(x.isObject && y.isObject && ancestor.hasAlternatives) {
+        // object ancestor with alternatives inside are combined member by member (see
+        // `unchangedSide`).
+        if !(x.isObject && y.isObject && ancestor.hasAlternativesInside) {
             let xKept = x.single.map { ancestor.holds($0) } ?? false, yKept = y.single.map { ancestor.holds($0) } ?? false
             if xKept != yKept { return xKept ? y : x }
         }
@@ -121,13 +123,10 @@ public indirect enum MergeBase: Sendable, Equatable {
         }
     }
 
-    /// True when some place holds alternatives (`anyOf`), at any depth.
-    var hasAlternatives: Bool {
-        switch self {
-        case .exactly: return false
-        case .anyOf: return true
-        case .members(let ms): return ms.values.contains { $0.hasAlternatives }
-        }
+    /// True for an object base (`members`) some place inside which holds alternatives.
+    var hasAlternativesInside: Bool {
+        guard case .members(let ms) = self else { return false }
+        return ms.values.contains { if case .anyOf = $0 { true } else { $0.hasAlternativesInside } }
     }
 
     var isObject: Bool {

@@ -50,14 +50,10 @@ extension PeerSession {
         guard pulled == 0, pushed == 0 else { return }
         let hasLiveDocuments = await shared.perform { store in store.index.trees.values.contains { $0.current?.deleted == false } }
         guard hasLiveDocuments else { return }
-        // A ferry listener serves its folder's name (SPEC §4): another name is another
-        // database, reached by a typo or a wrong port, whatever paths the two share.
-        if database != shared.info.name {
-            throw ReplicationError("""
-                \(url) serves database \(String(reflecting: database)), and this folder is database \(String(reflecting: shared.info.name)): \
-                syncing would merge the two. Nothing was sent or changed; if that is what you want, run again with --allow-unrelated
-                """, kind: .permanent)
-        }
+        // A ferry listener serves its folder's name (SPEC §4): another name with no history in
+        // common is another database, reached by a typo or a wrong port, whatever paths the
+        // two hold. (With history in common it is a copy named otherwise: not refused.)
+        let otherName = database != shared.info.name
 
         relatedness = RelatednessProbe()
         defer { relatedness = nil }
@@ -73,6 +69,13 @@ extension PeerSession {
             break
         }
         guard finished, let probe = relatedness else { throw ReplicationError(endReason) }
+        if otherName && !probe.shareHistory {
+            throw ReplicationError("""
+                \(url) serves database \(String(reflecting: database)), and this folder is database \(String(reflecting: shared.info.name)) \
+                with no revision in common: syncing would merge the two. Nothing was sent or changed; if that is what you want, \
+                run again with --allow-unrelated
+                """, kind: .permanent)
+        }
         if let refusal = probe.refusal(peer: url) { throw ReplicationError(refusal, kind: .permanent) }
     }
 

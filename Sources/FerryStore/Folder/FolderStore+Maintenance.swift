@@ -269,7 +269,8 @@ extension FolderStore {
     /// directory cannot be written, or the writer has not written it yet.
     func notWrittenYet(_ doc: DocumentID) -> String {
         let directory = FileSystem.dirname(of: doc.rawValue)
-        if access(directory.isEmpty ? root : layout.path(of: directory), W_OK | X_OK) != 0 {
+        // A directory not made yet is no refusal: the writer makes it.
+        if access(directory.isEmpty ? root : layout.path(of: directory), W_OK | X_OK) != 0, errno != ENOENT {
             return "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(String(cString: strerror(errno)).lowercased()))"
         }
         return "a peer's revision is not written to its file yet (the agent or the next sync writes it)"

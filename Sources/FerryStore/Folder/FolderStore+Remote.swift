@@ -277,14 +277,16 @@ extension FolderStore {
         return entry
     }
 
-    /// True when a live leaf stands beside a deletion someone made (not one closing a branch a
+    /// True when a live merge leaf stands beside a deletion someone made (not one closing a branch a
     /// merge or a twin took in): a live branch that only merges what that deletion had seen is
     /// to be closed even with no second live leaf (`closeBranchesADeletionSaw`). A twin of the
     /// branch the deletion was made on, closed elsewhere before the deletion arrived, is such
     /// a branch (simulation seed 7119).
     static func deletionBesideLive(_ tree: RevisionTree) -> Bool {
         let leaves = tree.leafNodes
-        guard leaves.count > 1, leaves.contains(where: { !$0.deleted }) else { return false }
+        // Only a merge can be closed so (`closeBranchesADeletionSaw`): a deletion that lost to
+        // an edit stays a leaf for good, and must not make every later revision a resolving.
+        guard leaves.count > 1, leaves.contains(where: { !$0.deleted && tree.mergedParent(of: $0.rev) != nil }) else { return false }
         return leaves.contains { $0.deleted && !tree.closesMergedBranch($0) }
     }
 
