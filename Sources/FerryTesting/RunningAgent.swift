@@ -67,10 +67,16 @@ public final class RunningAgent: @unchecked Sendable {
         process.wait(timeout: 30)
     }
 
-    /// Sends SIGTERM and waits (bounded: then SIGKILL); returns the exit status.
+    /// Sends SIGTERM and waits (bounded: then SIGKILL); returns the exit status. One that is
+    /// not 0 prints the agent's log on stderr, so that a test run shows why it did not stop
+    /// cleanly.
     @discardableResult
     public func stop() -> Int32 {
-        process.stop(grace: 10)
+        let status = process.stop(grace: 10)
+        if status != 0 {
+            FileHandle.standardError.write(Data("ferry serve in \(folder) exited with status \(status); its log:\n\(log().suffix(4000))\n".utf8))
+        }
+        return status
     }
 
     deinit { stop() }
