@@ -250,6 +250,10 @@ final class ConnectionRegistry: Sendable {
         /// Open and reserved, per address.
         var perAddress: [String: Int] = [:]
         var total = 0
+        /// Gives back one of `address`'s places (an open connection's or a reservation's).
+        mutating func release(_ address: String) {
+            perAddress[address] = perAddress[address]! > 1 ? perAddress[address]! - 1 : nil
+        }
         /// Upgrades refused as busy since the last one logged (`noteRefusal`).
         var refusedUnlogged = 0
         var lastRefusalLogged: NIODeadline?
@@ -274,7 +278,7 @@ final class ConnectionRegistry: Sendable {
     private func release(_ id: ObjectIdentifier) {
         state.withLockedValue { s in
             guard let address = s.reserved.removeValue(forKey: id) else { return }
-            s.perAddress[address] = s.perAddress[address]! > 1 ? s.perAddress[address]! - 1 : nil
+            s.release(address)
         }
     }
 
@@ -290,7 +294,7 @@ final class ConnectionRegistry: Sendable {
     func remove(_ c: PeerConnection) {
         state.withLockedValue { s in
             guard let (_, address) = s.open.removeValue(forKey: ObjectIdentifier(c)) else { return }
-            s.perAddress[address] = s.perAddress[address]! > 1 ? s.perAddress[address]! - 1 : nil
+            s.release(address)
         }
     }
 

@@ -351,11 +351,16 @@ public final class Simulation {
     // MARK: Replication
 
     private func randomPass(label: String, cut: Bool) async throws {
+        try await run([randomPlan(cut: cut)], label: label)
+    }
+
+    /// A pass along a random edge, either way, pushing or pulling, cut after a random number
+    /// of messages when `cut`.
+    private func randomPlan(cut: Bool) -> PassPlan {
         let (a, b) = pick(edges)
         let (active, passive) = chance(50) ? (a, b) : (b, a)
         let direction: ReplicationDirection = chance(50) ? .push : .pull
-        let limit = cut ? 1 + Int(rng.next() % 40) : nil
-        try await pass(active: active, passive: passive, direction, cutAfter: limit, label: label)
+        return PassPlan(active: active, passive: passive, direction: direction, cutAfter: cut ? 1 + Int(rng.next() % 40) : nil)
     }
 
     /// A pass from a random neighbour into `peer`.
@@ -375,12 +380,7 @@ public final class Simulation {
     /// interleave, so a peer merges branches while it sends (what made rings of agents merge
     /// twins for ever before twins were closed).
     private func concurrentPasses(label: String) async throws {
-        var plans: [PassPlan] = []
-        for _ in 0..<(2 + Int(rng.next() % 3)) {
-            let (a, b) = pick(edges)
-            let (active, passive) = chance(50) ? (a, b) : (b, a)
-            plans.append(PassPlan(active: active, passive: passive, direction: chance(50) ? .push : .pull, cutAfter: nil))
-        }
+        let plans = (0..<(2 + Int(rng.next() % 3))).map { _ in randomPlan(cut: false) }
         try await run(plans, label: label)
     }
 

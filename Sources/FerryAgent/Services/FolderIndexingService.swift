@@ -41,7 +41,8 @@ struct FolderIndexingService: Service {
                 // a rescan, until one succeeds, records it once there is room again.
                 // Only the retry's own failures make the next wait longer: a burst of saves
                 // failing on a full disk is retried a second later all the same.
-                let wait = { if case .rescan = output { return retry.next() } else { return RetryWait.first } }()
+                var wait = RetryWait.first
+                if case .rescan = output { wait = retry.next() }
                 logger.error("could not record a change; trying again", metadata: ["error": "\(error)", "retryIn": "\(wait)"])
                 watcher.report(.rescan(reason: "trying again what could not be recorded"), after: wait)
             }

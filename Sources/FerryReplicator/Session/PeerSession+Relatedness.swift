@@ -41,8 +41,9 @@ struct RelatednessProbe {
 extension PeerSession {
     /// Runs the dry pull if this is the first sync with the peer (no checkpoint on either
     /// side) and this folder holds live documents; throws a permanent error if the peer
-    /// serves another database (`database`) or the folders are unrelated. A channel that serves one subscription per connection (Couchbase Lite's)
-    /// is not probed: the subscription is the replication's.
+    /// serves another database (`database`) or the folders are unrelated. A channel that serves
+    /// one subscription per connection (Couchbase Lite's) is not probed: the subscription is
+    /// the replication's.
     func refuseIfUnrelated(peer url: String, database: String, docIDs: [DocumentID]?) async throws {
         guard channel.resubscribes else { return }
         let pulled = try await readCheckpoint(checkpointClient(FerryCheckpointClient.pullPrefix, docIDs: docIDs)).checkpoint.remote

@@ -251,7 +251,8 @@ extension FolderStore {
     }
 
     /// Notes the live document `doc`, whose file a walk did not find: held back when its path
-    /// cannot hold it or its file was never written here (`bases`), deleted otherwise; nothing when it is ignored and still there (no
+    /// cannot hold it or its file was never written here (`bases`), deleted otherwise; nothing
+    /// when it is ignored and still there (no
     /// longer synced, but not deleted, as `scanAndRecord` says).
     func noteMissing(_ doc: DocumentID, rules: IgnoreRules, bases: [DocumentID: FileBase] = [:], in state: inout DiskState) {
         let path = layout.path(of: doc.rawValue)
@@ -271,7 +272,7 @@ extension FolderStore {
         let directory = FileSystem.dirname(of: doc.rawValue)
         // A directory not made yet is no refusal: the writer makes it.
         if access(directory.isEmpty ? root : layout.path(of: directory), W_OK | X_OK) != 0, errno != ENOENT {
-            return "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(String(cString: strerror(errno)).lowercased()))"
+            return Self.cannotBeWritten(directory, errno: errno)
         }
         return "a peer's revision is not written to its file yet (the agent or the next sync writes it)"
     }

@@ -155,9 +155,12 @@ extension FolderStore {
 
     /// Why `doc` is held back when writing or removing its file was refused (`isRefusedPermission`).
     func writeRefusal(_ doc: DocumentID, _ error: StoreError) -> String {
-        let directory = FileSystem.dirname(of: doc.rawValue)
-        let reason = String(cString: strerror(error.errno ?? EACCES)).lowercased()
-        return "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(reason))"
+        Self.cannotBeWritten(FileSystem.dirname(of: doc.rawValue), errno: error.errno ?? EACCES)
+    }
+
+    /// "DIR/ cannot be written here (REASON)", the folder's own directory named as such.
+    static func cannotBeWritten(_ directory: String, errno: Int32) -> String {
+        "\(directory.isEmpty ? "the folder" : directory + "/") cannot be written here (\(String(cString: strerror(errno)).lowercased()))"
     }
 
     /// `materialize`'s work, which throws when the system refuses a write.
