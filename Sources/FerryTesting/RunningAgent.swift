@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A `ferry serve` process running in the background for a test, stopped (SIGTERM, then
 /// SIGKILL) when the value goes away. Its stderr goes to a file the test can read.
@@ -61,19 +62,23 @@ public final class RunningAgent: @unchecked Sendable {
         (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
     }
 
+    /// Set by `kill9`: a status of 137 is then the test's doing, not news.
+    private let killed = Mutex(false)
+
     /// Sends SIGKILL (as a crash would) and waits.
     public func kill9() {
+        killed.withLock { $0 = true }
         process.signal(SIGKILL)
         process.wait(timeout: 30)
     }
 
     /// Sends SIGTERM and waits (bounded: then SIGKILL); returns the exit status. One that is
-    /// not 0 prints the agent's log on stderr, so that a test run shows why it did not stop
-    /// cleanly.
+    /// not 0, unless `kill9` killed it, prints the agent's log on stderr, so that a test run
+    /// shows why it did not stop cleanly.
     @discardableResult
     public func stop() -> Int32 {
         let status = process.stop(grace: 10)
-        if status != 0 {
+        if status != 0, !killed.withLock({ $0 }) {
             FileHandle.standardError.write(Data("ferry serve in \(folder) exited with status \(status); its log:\n\(log().suffix(4000))\n".utf8))
         }
         return status
@@ -107,6 +112,8 @@ public enum RevisionLogReader {
 }
 
 /// Polls `condition` every 20 ms until it holds or `timeout` seconds pass; returns whether it held.
+/// It blocks its thread: only for conditions that other processes make true. What this
+/// process's own tasks make true is waited for with `awaitUntil`.
 @discardableResult
 public func eventually(_ timeout: TimeInterval = 10, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
@@ -115,4 +122,18 @@ public func eventually(_ timeout: TimeInterval = 10, _ condition: () throws -> B
         usleep(20_000)
     }
     return try condition()
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` seconds pass; returns whether it
+/// held. Between polls it suspends instead of blocking: on a two-core machine the concurrency
+/// pool has two threads, and two tests blocked in `eventually` at once left none for the
+/// in-process listener session whose lock the condition was waiting for.
+@discardableResult
+public func awaitUntil(_ timeout: TimeInterval = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
 }

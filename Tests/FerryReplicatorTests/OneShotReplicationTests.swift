@@ -49,10 +49,11 @@ import FerryTesting
 
     /// `ferry scan` in a folder this suite's listener serves: the listener's session for the
     /// last pull lets go of the folder (its writer's lock) a moment after the pulling side's
-    /// session has ended, and a scan meanwhile exits 4 (another writer); it is tried again.
-    func scan(_ folder: String) throws -> Int32 {
+    /// session has ended, and a scan meanwhile exits 4 (another writer); it is tried again,
+    /// suspending between tries so that the session can end.
+    func scan(_ folder: String) async throws -> Int32 {
         var status: Int32 = -1
-        _ = try eventually(10) {
+        _ = try await awaitUntil(10) {
             status = try FerryProcess.ferry(["scan"], in: folder).status
             return status != 4
         }
@@ -117,7 +118,7 @@ import FerryTesting
         #expect(again.revisionsReceived == 0 && again.blobsReceived == 0, "\(again)")
         // A new edit is the only thing the next pull moves.
         _ = try FerryProcess.shell("sed -i 's/buy apples/buy pears/' \(source)/notes/today.json")
-        #expect(try scan(source) == 0)
+        #expect(try await scan(source) == 0)
         let third = try await pull(into: target, from: listener, database: "inventory")
         #expect(third.revisionsReceived == 1 && third.blobsReceived == 0, "\(third)")
         #expect(try String(contentsOfFile: "\(target)/notes/today.json", encoding: .utf8).contains("buy pears"))
@@ -134,7 +135,7 @@ import FerryTesting
         #expect(try FerryProcess.ferry(["init", source]).status == 0)
         for v in 1...5 {
             try tmp.write("inventory/d.json", "{\"v\": \(v)}")
-            #expect(try scan(source) == 0)
+            #expect(try await scan(source) == 0)
         }
         #expect(try FerryProcess.ferry(["compact", "--keep-depth", "1"], in: source).stdout.contains("Compacted 4 revisions"))
         #expect(try FerryProcess.ferry(["init", target]).status == 0)
@@ -182,13 +183,13 @@ import FerryTesting
         let listenA = try await serve(a, database: "inventory")
         _ = try await pull(into: b, from: listenA, database: "inventory")
         // Offline edits: A changes Apples, B changes Bananas, both change Cherries differently.
-        func edit(_ folder: String, _ script: String) throws {
+        func edit(_ folder: String, _ script: String) async throws {
             let r = try FerryProcess.shell("python3 -c \"import json; p='samplelist.json'; d=json.load(open(p)); items={i['key']: i for i in d['list']}; \(script); open(p,'w').write(json.dumps(d, indent=2))\"", in: folder)
             #expect(r.status == 0, "\(r.stderr)")
-            #expect(try scan(folder) == 0)
+            #expect(try await scan(folder) == 0)
         }
-        try edit(a, "items['Apples']['value']=111; items['Cherries']['value']=1")
-        try edit(b, "items['Bananas']['value']=222; items['Cherries']['value']=2")
+        try await edit(a, "items['Apples']['value']=111; items['Cherries']['value']=1")
+        try await edit(b, "items['Bananas']['value']=222; items['Cherries']['value']=2")
         let listenB = try await serve(b, database: "other")
         _ = try await pull(into: a, from: listenB, database: "other")
         _ = try await pull(into: b, from: listenA, database: "inventory")
