@@ -49,7 +49,6 @@ public final class Agent: @unchecked Sendable {
     public let configuration: AgentConfiguration
     let logger: Logger
     private let stopLock = NSLock()
-    private var watcher: FolderWatcher?
     private var group: (services: ServiceGroup, task: Task<Void, any Error>)?
     private var stopRequested = false
 
@@ -81,11 +80,6 @@ public final class Agent: @unchecked Sendable {
             control?.stop()
             throw error
         }
-        let alreadyStopped = stopLock.withLock { () -> Bool in
-            self.watcher = watcher
-            return stopRequested
-        }
-        if alreadyStopped { watcher.stop() }
         let shared: SharedStore, skipped: [FolderScanner.Skipped]
         do {
             (shared, skipped) = try await openAndScan(root, info: info, lock: lock, board: board)
@@ -95,12 +89,14 @@ public final class Agent: @unchecked Sendable {
             throw error
         }
 
-        // The listener and the replicators.
+        // The listener and the replicators, unless a stop came while the folder was opened:
+        // then only what records the folder runs, and stops at once.
+        let stopping = stopLock.withLock { stopRequested }
         board.starting("starting the listener and the replications")
         let (accepted, acceptSink) = AsyncStream<PeerConnection>.makeStream()
         var listener: Listener?
         var urls: [String] = []
-        if let options = configuration.listen {
+        if let options = configuration.listen, !stopping {
             do {
                 (listener, urls) = try await startListener(options, database: shared.info.name) { acceptSink.yield($0) }
             } catch {
@@ -110,7 +106,7 @@ public final class Agent: @unchecked Sendable {
             }
         }
         let replicators = ReplicatorRegistry()
-        for peer in configuration.peers { replicators.add(peer, makeReplicator(peer, shared)) }
+        for peer in configuration.peers where !stopping { replicators.add(peer, makeReplicator(peer, shared)) }
         let advertisement = await advertise(listener, shared: shared)
         let incoming = IncomingPeers()
         let readOnly = configuration.listen?.readOnly ?? false
@@ -137,7 +133,7 @@ public final class Agent: @unchecked Sendable {
             services.append(.init(service: ReplicationService(replicator: replicator, logger: logger), successTerminationBehavior: .ignore))
         }
         var discover: (@Sendable () async -> Void)?
-        if configuration.discoveryOptions.discover {
+        if configuration.discoveryOptions.discover, !stopping {
             discover = { @Sendable in await self.discoverPeers(shared: shared, registry: replicators) }
         }
         services.append(.init(service: DiscoveryService(advertisement: advertisement, discover: discover),
@@ -148,7 +144,7 @@ public final class Agent: @unchecked Sendable {
         groupConfiguration.maximumCancellationDuration = .seconds(5)
         let group = ServiceGroup(configuration: groupConfiguration)
 
-        configuration.onReady?(urls)
+        if !stopping { configuration.onReady?(urls) }
         logger.notice("watching", metadata: ["folder": "\(root)", "database": "\(shared.info.name)"])
         let running = Task { try await group.run() }
         let stopNow = stopLock.withLock { () -> Bool in
@@ -284,17 +280,16 @@ public final class Agent: @unchecked Sendable {
         }
     }
 
-    /// Asks a running agent to stop gracefully; `run()` then returns.
+    /// Asks a running agent to stop gracefully; `run()` then returns. While the folder is
+    /// still being opened this only records the request, and the services stop as soon as
+    /// they have started: stopping the watcher then ended the indexing service before its turn
+    /// in the group's graceful shutdown, which the group reports as a failure (exit 1).
     public func stop() {
-        let (w, group) = stopLock.withLock { () -> (FolderWatcher?, ServiceGroup?) in
+        let group = stopLock.withLock { () -> ServiceGroup? in
             stopRequested = true
-            return (watcher, self.group?.services)
+            return self.group?.services
         }
-        if let group {
-            Task { await group.triggerGracefulShutdown() }
-        } else {
-            w?.stop()  // still opening the folder: nothing else runs yet
-        }
+        if let group { Task { await group.triggerGracefulShutdown() } }
     }
 
     /// Stops at once (a second signal): every service is cancelled, connections are closed

@@ -162,4 +162,34 @@ import FerryTesting
             #expect(second.stop() == 0 && moved.stop() == 0)
         }
     }
+
+    /// A stop that comes while the agent is still opening its folder (Ctrl-C during the
+    /// startup scan of a large folder) ends cleanly: exit 0, no listener started, and what the
+    /// scan found is recorded. It used to exit 1: the watcher, stopped at once, ended the
+    /// indexing service before its turn in the graceful shutdown.
+    @Test func aStopWhileTheFolderIsOpenedEndsCleanly() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.appending("inv")
+            #expect(try FerryProcess.ferry(["init", dir]).status == 0)
+            #expect(try FerryProcess.shell("python3 -c \"\nfor i in range(10000):\n    open(f'f{i}.json', 'w').write('{\\\"i\\\": %d}' % i)\n\"", in: dir).status == 0)
+            let logPath = tmp.appending("serve.log")
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+            let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+            defer { try? log.close() }
+            let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            defer { close(null) }
+            let agent = try ChildProcess(FerryProcess.ferryExecutable, ["serve", "--interface", "127.0.0.1", "--tls", "off", "--no-advertise"],
+                                         in: dir, environment: ProcessInfo.processInfo.environment,
+                                         stdin: null, stdout: log.fileDescriptor, stderr: log.fileDescriptor)
+            // The control socket is made before the folder is opened.
+            #expect(eventually(20) { FileManager.default.fileExists(atPath: dir + "/.ferry/agent.sock") })
+            let status = agent.stop(grace: 30)
+            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            #expect(status == 0, "\(text.suffix(2000))")
+            #expect(text.contains("stopped") && !text.contains("listening on") && !text.contains(" error "), "\(text.suffix(2000))")
+            #expect(RevisionLogReader.lines(dir).count == 10_000)
+            #expect(try FerryProcess.ferry(["verify"], in: dir).status == 0)
+        }
+    }
 }
