@@ -8,13 +8,15 @@
 #   netns-pair.sh up DIR     make them; DIR keeps the configs, sockets and pids
 #   netns-pair.sh down DIR   stop the daemons and remove the namespaces (idempotent)
 #   netns-pair.sh env DIR a|b   prints: NAMESPACE ADDRESS DBUS_SYSTEM_BUS_ADDRESS
+#   netns-pair.sh avahi-start DIR a|b   starts that host's avahi-daemon again (after a test
+#                               stopped it) and waits until it answers
 #
 # Run a program on host a: ip netns exec "$ns" env DBUS_SYSTEM_BUS_ADDRESS="$bus" PROGRAM…
 set -euo pipefail
 
 . "$(dirname "$0")/lib/avahi-conf.sh"
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: netns-pair.sh up|down DIR | env DIR a|b" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: netns-pair.sh up|down DIR | env|avahi-start DIR a|b" >&2; exit 2; }
 
 # Names unique to DIR, so that parallel or leftover pairs never collide.
 tag=$(printf '%s' "$(realpath -m "$dir")" | sha256sum | cut -c1-6)
@@ -75,31 +77,40 @@ EOF
     for h in a b; do
         for _ in $(seq 50); do [ -S "$dir/$h/dbus.sock" ] && break; sleep 0.1; done
         [ -S "$dir/$h/dbus.sock" ] || { echo "netns-pair: dbus-daemon for $h did not start: $(cat "$dir/$h/dbus.out")" >&2; exit 1; }
-        # avahi-daemon keeps its pid file and socket in /run/avahi-daemon: a private tmpfs in
-        # a mount namespace of its own, so the two daemons (and the machine's) never meet.
-        mkdir -p /run/avahi-daemon
-        ip netns exec "$(ns_of $h)" unshare -m sh -c '
-            mount --make-rprivate / && mount -t tmpfs tmpfs /run/avahi-daemon &&
-            exec env DBUS_SYSTEM_BUS_ADDRESS="unix:path='"$dir/$h/dbus.sock"'" \
-                avahi-daemon --no-drop-root --no-chroot --no-rlimits -f "'"$dir/$h/avahi.conf"'"' \
-            >"$dir/$h/avahi.out" 2>&1 &
-        echo $! >"$dir/$h/avahi.pid"
+        start_avahi $h
     done
-    # Ready when each daemon answers a browse on its own bus (bounded).
-    for h in a b; do
-        local ok=""
-        for _ in $(seq 100); do
-            if ip netns exec "$(ns_of $h)" env DBUS_SYSTEM_BUS_ADDRESS="unix:path=$dir/$h/dbus.sock" \
-                    avahi-browse -at >/dev/null 2>&1; then ok=1; break; fi
-            sleep 0.1
-        done
-        [ -n "$ok" ] || { echo "netns-pair: avahi-daemon for $h did not answer: $(tail -3 "$dir/$h/avahi.out")" >&2; exit 1; }
+    for h in a b; do await_avahi $h; done
+}
+
+# Starts host $1's avahi-daemon. It keeps its pid file and socket in /run/avahi-daemon: a
+# private tmpfs in a mount namespace of its own, so the two daemons (and the machine's) never
+# meet.
+start_avahi() {
+    local h=$1
+    mkdir -p /run/avahi-daemon
+    ip netns exec "$(ns_of $h)" unshare -m sh -c '
+        mount --make-rprivate / && mount -t tmpfs tmpfs /run/avahi-daemon &&
+        exec env DBUS_SYSTEM_BUS_ADDRESS="unix:path='"$dir/$h/dbus.sock"'" \
+            avahi-daemon --no-drop-root --no-chroot --no-rlimits -f "'"$dir/$h/avahi.conf"'"' \
+        >>"$dir/$h/avahi.out" 2>&1 &
+    echo $! >"$dir/$h/avahi.pid"
+}
+
+# Waits (bounded) until host $1's daemon answers a browse on its own bus.
+await_avahi() {
+    local h=$1 ok=""
+    for _ in $(seq 100); do
+        if ip netns exec "$(ns_of $h)" env DBUS_SYSTEM_BUS_ADDRESS="unix:path=$dir/$h/dbus.sock" \
+                avahi-browse -at >/dev/null 2>&1; then ok=1; break; fi
+        sleep 0.1
     done
+    [ -n "$ok" ] || { echo "netns-pair: avahi-daemon for $h did not answer: $(tail -3 "$dir/$h/avahi.out")" >&2; exit 1; }
 }
 
 case $cmd in
     up) up ;;
     down) down ;;
     env) h=${3:?a or b}; echo "$(ns_of "$h") $(addr_of "$h") unix:path=$dir/$h/dbus.sock" ;;
+    avahi-start) h=${3:?a or b}; start_avahi "$h"; await_avahi "$h" ;;
     *) echo "netns-pair: unknown command $cmd" >&2; exit 2 ;;
 esac

@@ -7,9 +7,9 @@ import Foundation
 import Logging
 
 extension Agent {
-    /// Advertises the listener over DNS-SD; without a reachable mDNS daemon, says so once and
-    /// goes on without.
-    func advertise(_ listener: Listener?, shared: SharedStore) async -> Advertisement? {
+    /// Advertises the listener over DNS-SD (kept advertised by `DiscoveryService`); without a
+    /// reachable mDNS daemon, says so once and goes on without until one answers.
+    func advertise(_ listener: Listener?, shared: SharedStore) async -> ListenerAdvertiser? {
         let options = configuration.discoveryOptions
         guard let listener, options.advertise else { return nil }
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "ferry"
@@ -17,14 +17,9 @@ extension Agent {
         let service = ServiceAdvertisement(
             name: options.serviceName ?? "\(shared.info.name) on \(host)", type: options.serviceType, port: listener.port,
             txt: PeerFinder.txt(database: shared.info.name, folderID: shared.info.id, fingerprint: fingerprint))
-        do {
-            let ad = try await configuration.discovery.advertise(service)
-            logger.notice("advertised over DNS-SD", metadata: ["name": "\(ad.registeredName)", "type": "\(service.type)"])
-            return ad
-        } catch {
-            logger.notice("discovery is off: the listener is not advertised", metadata: ["reason": "\(error)"])
-            return nil
-        }
+        let advertiser = ListenerAdvertiser(discovery: configuration.discovery, service: service, logger: logger)
+        await advertiser.start()
+        return advertiser
     }
 
     /// `serve --discover`: browses every few seconds and keeps one continuous replication with

@@ -107,7 +107,7 @@ public final class Agent: @unchecked Sendable {
         }
         let replicators = ReplicatorRegistry()
         for peer in configuration.peers where !stopping { replicators.add(peer, makeReplicator(peer, shared)) }
-        let advertisement = await advertise(listener, shared: shared)
+        let advertiser = await advertise(listener, shared: shared)
         let incoming = IncomingPeers()
         let readOnly = configuration.listen?.readOnly ?? false
         board.running { [urls, listener] in
@@ -136,7 +136,7 @@ public final class Agent: @unchecked Sendable {
         if configuration.discoveryOptions.discover, !stopping {
             discover = { @Sendable in await self.discoverPeers(shared: shared, registry: replicators) }
         }
-        services.append(.init(service: DiscoveryService(advertisement: advertisement, discover: discover),
+        services.append(.init(service: DiscoveryService(advertiser: advertiser, discover: discover),
                               successTerminationBehavior: .ignore))
         if let control { services.append(.init(service: ControlSocketService(control: control), successTerminationBehavior: .ignore)) }
         var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)

@@ -57,7 +57,7 @@ public final class DNSSDDiscovery: Discovery {
             throw finished ? failure(state.error ?? 0, "advertise \(service.type)")
                            : DiscoveryError("the mDNS daemon did not confirm the advertisement of \(service.type) within 5 s")
         }
-        return .registered(DNSSDAdvertisement(ref: ref, name: state.name ?? name))
+        return .registered(DNSSDAdvertisement(ref: ref, state: state, name: state.name ?? name))
     }
 
     /// Browses for `timeout`, then resolves every service found (host, port, TXT) and looks
@@ -140,12 +140,37 @@ public final class DNSSDDiscovery: Discovery {
 /// A registration, kept until withdrawn.
 final class DNSSDAdvertisement: Advertisement, @unchecked Sendable {
     private var ref: DNSServiceRef?
+    /// The callback's context: it lives as long as the registration does.
+    private let state: RegisterState
+    private var lost = false
     private let lock = NSLock()
     let registeredName: String
 
-    init(ref: DNSServiceRef, name: String) {
+    init(ref: DNSServiceRef, state: RegisterState, name: String) {
         self.ref = ref
+        self.state = state
         self.registeredName = name
+    }
+
+    /// Reads, without waiting, what the library has queued on its socket since: Avahi's
+    /// compatibility layer reports the daemon going away (a stop or a restart, after which
+    /// the registration is gone) as an error to the registration's callback.
+    var isLost: Bool {
+        lock.withLock {
+            guard let ref, !lost else { return true }
+            state.error = nil
+            var p = pollfd(fd: DNSServiceRefSockFD(ref), events: Int16(POLLIN), revents: 0)
+            // Bounded: each reply read is one the library queued (at most a few).
+            for _ in 0..<16 where poll(&p, 1, 0) > 0 {
+                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
+                    || DNSServiceProcessResult(ref) != kDNSServiceErr_NoError || state.error != nil {
+                    lost = true
+                    break
+                }
+                p.revents = 0
+            }
+            return lost
+        }
     }
 
     func withdraw() {

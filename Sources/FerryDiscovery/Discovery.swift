@@ -55,6 +55,9 @@ public struct DiscoveredService: Sendable, Equatable {
 public protocol Advertisement: Sendable {
     /// The name it was registered under (the daemon may have renamed it after a conflict).
     var registeredName: String { get }
+    /// True once it is no longer on the network although it was not withdrawn: the mDNS
+    /// daemon stopped or restarted, and forgot it. It is then withdrawn and made again.
+    var isLost: Bool { get }
     /// Withdraws it.
     func withdraw()
 }

@@ -88,6 +88,35 @@ struct TwoHostDiscoveryTests {
         }
     }
 
+    /// avahi-daemon restarted under a running agent (an upgrade, a crash) forgets the
+    /// agent's registration: the agent notices, advertises again, and the other host sees it.
+    @Test func aListenerIsAdvertisedAgainAfterItsMDNSDaemonRestarts() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let pair = try NetnsPair(directory: tmp.appending("hosts"))
+            defer { pair.down() }
+            let a = tmp.appending("a")
+            #expect(try FerryProcess.ferry(["init", a, "--name", "inventory"]).status == 0)
+            let agent = try RunningAgent(folder: a, arguments: ["--interface", pair.a.address, "--tls", "off"],
+                                         environment: pair.a.environment, launcher: pair.a.launcher)
+            defer { agent.stop() }
+            let port = try #require(agent.url?.split(separator: ":").last?.split(separator: "/").first.map(String.init))
+            var seen = ""
+            func seenFromB() -> Bool {
+                seen = (try? FerryProcess.run(pair.b.launcher[0], Array(pair.b.launcher.dropFirst()) + ["avahi-browse", "-rtp", "_cblistservicesync._tcp"],
+                                              environment: pair.b.environment).stdout) ?? ""
+                return seen.contains(";10.99.0.1;\(port);")
+            }
+            #expect(eventually(15) { seenFromB() }, "host b does not see host a: \(seen)")
+            // The daemon's goodbye takes the service off host b's cache.
+            pair.stopAvahi(on: "a")
+            #expect(eventually(10) { !seenFromB() }, "host b still sees host a: \(seen)")
+            try pair.startAvahi(on: "a")
+            #expect(eventually(30) { seenFromB() }, "host b does not see host a again: \(seen)\n\(agent.log())")
+            #expect(agent.log().contains("advertising again"), "\(agent.log())")
+        }
+    }
+
     func fingerprint(_ folder: String) throws -> String {
         try FerryProcess.shell("openssl x509 -in .ferry/tls/anonymous.pem -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f", in: folder)
             .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -139,6 +168,12 @@ struct NetnsPair {
     /// Stops one host's avahi-daemon (its D-Bus stays): the same as a machine without mDNS.
     func stopAvahi(on h: String) {
         _ = try? FerryProcess.shell("kill $(cat \(directory)/\(h)/avahi.pid); rm -f \(directory)/\(h)/avahi.pid")
+    }
+
+    /// Starts one host's avahi-daemon again (after `stopAvahi`) and waits until it answers.
+    func startAvahi(on h: String) throws {
+        let r = try FerryProcess.shell("bash \(Self.script) avahi-start \(directory) \(h)")
+        guard r.status == 0 else { throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "avahi-start failed: \(r.stderr)"]) }
     }
 
     func down() { _ = try? FerryProcess.shell("bash \(Self.script) down \(directory)") }

@@ -1,18 +1,22 @@
 import FerryDiscovery
 import ServiceLifecycle
 
-/// DNS-SD: the listener's advertisement, withdrawn at shutdown, and with `--discover` the
-/// replications with the peers found (`Agent.discoverPeers`), cancelled at shutdown.
+/// DNS-SD: the listener's advertisement, kept while the agent runs (`ListenerAdvertiser`) and
+/// withdrawn at shutdown, and with `--discover` the replications with the peers found
+/// (`Agent.discoverPeers`), cancelled at shutdown.
 struct DiscoveryService: Service {
-    let advertisement: (any Advertisement)?
+    let advertiser: ListenerAdvertiser?
     let discover: (@Sendable () async -> Void)?
 
     func run() async {
-        if let discover {
-            await cancelWhenGracefulShutdown { await discover() }
-        } else {
-            try? await gracefulShutdown()
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                if let advertiser { group.addTask { await advertiser.keep() } }
+                if let discover { group.addTask { await discover() } }
+                // Neither: wait for the shutdown all the same.
+                group.addTask { while (try? await Task.sleep(for: .seconds(3600))) != nil {} }
+            }
         }
-        advertisement?.withdraw()
+        advertiser?.withdraw()
     }
 }
