@@ -206,7 +206,7 @@ public final class Agent: @unchecked Sendable {
         config.recentlyVerified = options.users?.recentlyVerified
         config.heartbeat = options.heartbeat
         config.logger = logger
-        config.describe = ["readOnly": options.readOnly ? "true" : "false", "deltaSync": options.deltaSync ? "true" : "false"]
+        config.describe = ["readOnly": .bool(options.readOnly), "deltaSync": .bool(options.deltaSync), "tls": .bool(false)]
         let identities = IdentityStore(layout: FolderLayout(root: configuration.root))
         switch options.tls {
         case .off:
@@ -221,8 +221,8 @@ public final class Agent: @unchecked Sendable {
         }
         if let tls = config.tls {
             let summary = tls.identity.summary
-            config.describe["tls"] = "1"
-            config.describe["fingerprint"] = summary.fingerprint
+            config.describe["tls"] = .bool(true)
+            config.describe["fingerprint"] = .string(summary.fingerprint)
             logger.notice("TLS identity", metadata: ["subject": "\(summary.subject)", "sha256": "\(summary.fingerprint)"])
         }
         let listener: Listener

@@ -21,7 +21,7 @@ public struct ListenerConfiguration: Sendable {
     /// The database served at `/<database>`.
     public var database: String
     /// Extra members of the JSON description answered to a plain GET of `/<database>`.
-    public var describe: [String: String] = [:]
+    public var describe: [String: JSONValue] = [:]
     /// Largest WebSocket message accepted (after reassembly of fragments).
     public var maxMessageBytes = ProtocolLimits().maxTextFrameBytes
     /// Password check; nil accepts every client. It may be slow (PBKDF2): it runs on a
@@ -678,29 +678,29 @@ final class PlainHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private func respond(context: ChannelHandlerContext, route: Route) {
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close")])
         let status: HTTPResponseStatus
-        var body: [String: String]
+        var body: [String: JSONValue]
         switch route {
         case .describe, .upgrade:
             status = .ok
             body = configuration.describe
-            body["db"] = configuration.database
-            body["protocol"] = ProtocolVersion.subprotocol
+            body["db"] = .string(configuration.database)
+            body["protocol"] = .string(ProtocolVersion.subprotocol)
         case .notFound(let why):
             status = .notFound
-            body = ["error": "not_found", "reason": why]
+            body = ["error": "not_found", "reason": .string(why)]
         case .unauthorized:
             status = .unauthorized
             headers.add(name: "WWW-Authenticate", value: "Basic realm=\"ferry\"")
             body = ["error": "unauthorized", "reason": "wrong or missing credentials"]
         case .badRequest(let why):
             status = .badRequest
-            body = ["error": "bad_request", "reason": why]
+            body = ["error": "bad_request", "reason": .string(why)]
         case .busy(let why):
             status = .serviceUnavailable
             headers.add(name: "Retry-After", value: "5")
-            body = ["error": "busy", "reason": why]
+            body = ["error": "busy", "reason": .string(why)]
         }
-        let text = JSONValue.object(body.mapValues { .string($0) }).canonicalBytes + [0x0A]
+        let text = JSONValue.object(body).canonicalBytes + [0x0A]
         headers.add(name: "Content-Length", value: String(text.count))
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: text)))), promise: nil)

@@ -123,6 +123,9 @@ import Testing
             listener = try serve(a, port: port)
             let after = try servedFingerprint()
             #expect(before.count == 64 && before == after, "\(before) vs \(after)")
+            // A plain GET of the database describes the listener, with JSON booleans.
+            let described = try FerryProcess.shell("curl -sk https://127.0.0.1:\(port)/inventory | jq -c '[.db, .tls, .readOnly, .deltaSync, .fingerprint]'")
+            #expect(described.stdout == "[\"inventory\",true,false,false,\"\(after)\"]\n", "\(described.stdout)\(described.stderr)")
             let shown = try FerryProcess.ferry(["identity", "show", "--json"], in: a)
             #expect(shown.stdout.contains("\"sha256\": \"\(after)\""), "\(shown.stdout)")
             let mode = try FerryProcess.shell("stat -c %a .ferry/tls/anonymous.key", in: a).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
