@@ -124,6 +124,9 @@ import FerryTesting
             #expect(FileManager.default.contents(atPath: dir + "/notes/photo.bin") == bytes)
             let log = try FerryProcess.ferry(["log", "notes/today.json", "-p"], in: dir).stdout
             #expect(log.contains("    recreated") && log.contains("    deleted") && log.contains("    created"), "\(log)")
+            // Each line says what its revision did: the restore made the document again.
+            let whats = try FerryProcess.shell("\(FerryProcess.ferryExecutable) log notes/today.json | cut -f5 | cut -d' ' -f1 | paste -sd,", in: dir).stdout
+            #expect(whats == "recreated,deleted,created\n", "\(whats)")
             #expect(try FerryProcess.ferry(["verify"], in: dir).status == 0)
             #expect(try FerryProcess.ferry(["status"], in: dir).stdout.contains("pending:   none"))
         }

@@ -49,13 +49,15 @@ struct LogCommand: ParsableCommand {
             return
         }
         for e in entries {
-            print(Self.line(e))
+            let afterDeletion = e.parent.map { index[e.doc]?.nodes[$0]?.deleted == true } ?? false
+            print(Self.line(e, afterDeletion: afterDeletion))
             for p in try patches?.patch(e).lines ?? [] { print("    " + p) }
         }
     }
 
-    /// `seq  time  rev  doc  what  author  origin` (author `-` when unknown).
-    static func line(_ e: LogEntry) -> String {
+    /// `seq  time  rev  doc  what  author  origin` (author `-` when unknown); `afterDeletion`
+    /// when the revision's parent is a deletion.
+    static func line(_ e: LogEntry, afterDeletion: Bool) -> String {
         let what: String
         if let c = e.conflict {
             what = e.deleted ? "closed branch \(c.loser)" : "merged \(c.loser) into \(c.winner)"
@@ -65,6 +67,8 @@ struct LogCommand: ParsableCommand {
             what = "deleted"
         } else if e.parent == nil {
             what = "created (\(e.size) bytes)"
+        } else if afterDeletion {
+            what = "recreated (\(e.size) bytes)"
         } else {
             what = "edited (\(e.size) bytes)"
         }
