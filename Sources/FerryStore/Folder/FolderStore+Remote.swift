@@ -67,7 +67,11 @@ extension FolderStore {
         pinFileBase(doc)
         try commit([entry])
         if let loser = entry.merged, let winner = entry.parent, !entry.deleted {
-            conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner, loser: loser, resolution: .merged, mergedBy: incoming.origin))
+            // Branches that both arrived since the folder was opened, with their merge, were
+            // never a conflict here (a pull of a merge made elsewhere): only history.
+            if [winner, loser].contains(where: { tree.isLeaf($0) && (tree.nodes[$0]?.seq ?? .max) <= lastSeqWhenOpened }) {
+                conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner, loser: loser, resolution: .merged, mergedBy: incoming.origin))
+            }
             logger.info("a conflict merged by the peer arrived", metadata: ["doc": "\(doc)", "winner": "\(winner)", "loser": "\(loser)",
                                                                           "merge": "\(entry.rev)"])
         }

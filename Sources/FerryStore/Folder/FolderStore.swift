@@ -72,6 +72,9 @@ public final class FolderStore {
     /// Conflicts closed since the folder was opened, here or by a peer whose merge arrived
     /// (what `ferry sync` and the agent's log report).
     public internal(set) var conflictsClosed = ConflictTally()
+    /// The log's last sequence when the folder was opened: a merge that arrives closes a
+    /// conflict of this folder's only if one of its branches was a leaf here by then.
+    let lastSeqWhenOpened: Int
     /// True while an agent watches the folder: a document whose file is missing when a peer's
     /// revision arrives is not recorded as deleted then (an editor saving by rename leaves no
     /// file for a moment); the watcher reports it once it has stayed away (`ingest(whenMissing:)`).
@@ -119,6 +122,7 @@ public final class FolderStore {
         var index = DocumentIndex()
         let read = readingLog ? try RevisionLog.scan(path: layout.logFile) { index.apply($0) } : RevisionLog.ReadResult()
         self.index = index
+        self.lastSeqWhenOpened = index.lastSeq
         self.damagedLogLines = read.damagedLines
         self.tornLogTailBytes = read.tornTailBytes
         self.seqFloor = read.highestDamagedSeq
