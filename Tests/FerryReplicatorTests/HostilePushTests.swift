@@ -127,7 +127,8 @@ import FerryTesting
         for (n, name) in [".ferryignore", "sub/.ferry-tmp-x1", "notes.txt~", ".notes.json.swp", "sub/.x.json.swp"].enumerated() {
             let answer = try await listener.push(.rev(doc: try DocumentID(name), rev: try RevisionID("1-ab"), history: [], sequence: n + 1,
                                                       body: name.hasSuffix(".json") ? .json(["x": 1]) : blob))
-            #expect(Self.refused(answer)?.contains("never syncs") == true, "\(name): \(String(describing: answer)) \(listener.theirs.closeDescription ?? "")")
+            let why = n == 0 ? "never syncs .ferryignore: it is each folder's own configuration" : "never syncs this name"
+            #expect(Self.refused(answer)?.contains(why) == true, "\(name): \(String(describing: answer)) \(listener.theirs.closeDescription ?? "")")
         }
         let store = try await listener.reopen()
         #expect(try store.readLogEntries().isEmpty)

@@ -167,8 +167,9 @@ extension FolderStore {
     /// (`.ferryignore`), ferry's temp files and editor droppings are never recorded by any
     /// folder (`IgnoreRules.builtIn`), so they are never taken from a peer either.
     public static func nameRefusal(_ doc: DocumentID) -> String? {
-        IgnoreRules.builtInOnly.isIgnored(doc.rawValue, isDirectory: false)
-            ? "ferry never syncs this name (a built-in ignore rule: docs/security.md)" : nil
+        guard IgnoreRules.builtInOnly.isIgnored(doc.rawValue, isDirectory: false) else { return nil }
+        if doc.rawValue == ".ferryignore" { return "ferry never syncs .ferryignore: it is each folder's own configuration" }
+        return "ferry never syncs this name (a built-in ignore rule: docs/security.md)"
     }
 
     /// Why a JSON body is too large to be a document, or nil: its file, pretty-printed as
