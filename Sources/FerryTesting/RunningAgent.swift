@@ -37,6 +37,7 @@ public final class RunningAgent: @unchecked Sendable {
             usleep(20_000)
         }
         let log = self.log()
+        exitExpected.withLock { $0 = true }
         process.stop(grace: 2)
         throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "ferry serve did not start: \(log)"])
     }
@@ -62,23 +63,25 @@ public final class RunningAgent: @unchecked Sendable {
         (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
     }
 
-    /// Set by `kill9`: a status of 137 is then the test's doing, not news.
-    private let killed = Mutex(false)
+    /// Set by `kill9` and by a start that failed (its error carries the log): the exit status
+    /// is then the test's doing or already told, not news.
+    private let exitExpected = Mutex(false)
 
     /// Sends SIGKILL (as a crash would) and waits.
     public func kill9() {
-        killed.withLock { $0 = true }
+        exitExpected.withLock { $0 = true }
         process.signal(SIGKILL)
         process.wait(timeout: 30)
     }
 
     /// Sends SIGTERM and waits (bounded: then SIGKILL); returns the exit status. One that is
-    /// not 0, unless `kill9` killed it, prints the agent's log on stderr, so that a test run
-    /// shows why it did not stop cleanly.
+    /// not 0, unless expected (`exitExpected`), prints the agent's log on stderr, so that a
+    /// test run shows why it did not stop cleanly.
     @discardableResult
     public func stop() -> Int32 {
         let status = process.stop(grace: 10)
-        if status != 0, !killed.withLock({ $0 }) {
+        // Nor when the test removed the folder first (an agent whose folder vanished exits 1).
+        if status != 0, !exitExpected.withLock({ $0 }), FileManager.default.fileExists(atPath: folder) {
             FileHandle.standardError.write(Data("ferry serve in \(folder) exited with status \(status); its log:\n\(log().suffix(4000))\n".utf8))
         }
         return status
