@@ -67,9 +67,9 @@ extension FolderStore {
         pinFileBase(doc)
         try commit([entry])
         if let loser = entry.merged, let winner = entry.parent, !entry.deleted {
-            // Branches that both arrived since the folder was opened, with their merge, were
-            // never a conflict here (a pull of a merge made elsewhere): only history.
-            if [winner, loser].contains(where: { tree.isLeaf($0) && (tree.nodes[$0]?.seq ?? .max) <= lastSeqWhenOpened }) {
+            // Branches that both arrived in this session, with their merge, were never a
+            // conflict here (a pull of a merge made elsewhere): only history.
+            if [winner, loser].contains(where: { tree.isLeaf($0) && wasHereBeforeSession($0, in: tree) }) {
                 conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner, loser: loser, resolution: .merged, mergedBy: incoming.origin))
             }
             logger.info("a conflict merged by the peer arrived", metadata: ["doc": "\(doc)", "winner": "\(winner)", "loser": "\(loser)",
@@ -161,6 +161,11 @@ extension FolderStore {
             return "its id does not match its parent and body (an id is their hash)"
         }
         return nil
+    }
+
+    /// True when `rev` was recorded here before this session began (`beginSession`).
+    private func wasHereBeforeSession(_ rev: RevisionID, in tree: RevisionTree) -> Bool {
+        (tree.nodes[rev]?.seq ?? .max) <= sessionStartSeq
     }
 
     /// Why no peer may send a document of this name, or nil: local configuration
@@ -261,7 +266,11 @@ extension FolderStore {
                                     kind: doc.kind, object: nil, size: 0, origin: "local", time: time, conflict: record, author: author))
             pinFileBase(doc)
             try commit(entries)
-            conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner.rev, loser: loser.rev, resolution: resolution, mergedBy: nil))
+            // Closing a branch a peer's merge took in, when neither side was here before this
+            // session, ends a conflict made and merged elsewhere: not one of this folder's.
+            if !alreadyMerged || wasHereBeforeSession(loser.rev, in: tree) || winner.parent.map({ wasHereBeforeSession($0, in: tree) }) == true {
+                conflictsClosed.note(ConflictTally.Closed(doc: doc, winner: winner.rev, loser: loser.rev, resolution: resolution, mergedBy: nil))
+            }
             logger.info("resolved conflict", metadata: ["doc": "\(doc)", "winner": "\(winner.rev)", "loser": "\(loser.rev)",
                                                         "resolution": "\(resolution.rawValue)"])
             made += entries

@@ -72,9 +72,10 @@ public final class FolderStore {
     /// Conflicts closed since the folder was opened, here or by a peer whose merge arrived
     /// (what `ferry sync` and the agent's log report).
     public internal(set) var conflictsClosed = ConflictTally()
-    /// The log's last sequence when the folder was opened: a merge that arrives closes a
-    /// conflict of this folder's only if one of its branches was a leaf here by then.
-    let lastSeqWhenOpened: Int
+    /// The log's last sequence when this session began (`beginSession`; the folder's
+    /// opening until then): a merge that arrives closes a conflict of this folder's only if
+    /// one of its branches was a leaf here by then.
+    private(set) var sessionStartSeq: Int
     /// True while an agent watches the folder: a document whose file is missing when a peer's
     /// revision arrives is not recorded as deleted then (an editor saving by rename leaves no
     /// file for a moment); the watcher reports it once it has stayed away (`ingest(whenMissing:)`).
@@ -122,7 +123,7 @@ public final class FolderStore {
         var index = DocumentIndex()
         let read = readingLog ? try RevisionLog.scan(path: layout.logFile) { index.apply($0) } : RevisionLog.ReadResult()
         self.index = index
-        self.lastSeqWhenOpened = index.lastSeq
+        self.sessionStartSeq = index.lastSeq
         self.damagedLogLines = read.damagedLines
         self.tornLogTailBytes = read.tornTailBytes
         self.seqFloor = read.highestDamagedSeq
@@ -330,6 +331,13 @@ public final class FolderStore {
         try log.append(pendingEntries)
         objects.packs.logged(pendingEntries.lazy.compactMap(\.object))
         pendingEntries.removeAll(keepingCapacity: true)
+    }
+
+    /// Marks what is here now as this folder's own, before a peer's revisions arrive (`ferry
+    /// sync` calls it after recording what changed since the last scan): conflicts are counted
+    /// against it.
+    public func beginSession() {
+        sessionStartSeq = index.lastSeq
     }
 
     func reloadIndex() throws(StoreError) {

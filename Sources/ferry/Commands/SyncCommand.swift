@@ -66,6 +66,7 @@ struct SyncCommand: AsyncParsableCommand {
         let peer: PeerEndpoint
         if let given { peer = given } else { peer = try await discoverPeer(info: store.info, layout: store.layout, direction: way) }
         _ = try store.batch { try store.scanAndRecord() }
+        store.beginSession()
         let shared = SharedStore(store)
         var logger = folder.makeLogger(label: "ferry.sync", quiet: quiet.quiet)
         logger[metadataKey: "peer"] = "\(peer.url)"
