@@ -51,6 +51,7 @@ public final class Agent: @unchecked Sendable {
     private let stopLock = NSLock()
     private var group: (services: ServiceGroup, task: Task<Void, any Error>)?
     private var stopRequested = false
+    private var forceRequested = false
 
     /// An agent; nothing runs until `run()`.
     public init(configuration: AgentConfiguration, logger: Logger) {
@@ -147,11 +148,16 @@ public final class Agent: @unchecked Sendable {
         if !stopping { configuration.onReady?(urls) }
         logger.notice("watching", metadata: ["folder": "\(root)", "database": "\(shared.info.name)"])
         let running = Task { try await group.run() }
-        let stopNow = stopLock.withLock { () -> Bool in
+        // A stop (or a second signal) that came while the folder was opened takes effect now.
+        let (stopNow, forceNow) = stopLock.withLock { () -> (Bool, Bool) in
             self.group = (group, running)
-            return stopRequested
+            return (stopRequested, forceRequested)
         }
-        if stopNow { await group.triggerGracefulShutdown() }
+        if forceNow {
+            running.cancel()
+        } else if stopNow {
+            await group.triggerGracefulShutdown()
+        }
         defer { acceptSink.finish() }
         do {
             try await withTaskCancellationHandler { try await running.value } onCancel: { running.cancel() }
@@ -297,6 +303,7 @@ public final class Agent: @unchecked Sendable {
     public func forceStop() {
         let task = stopLock.withLock { () -> Task<Void, any Error>? in
             stopRequested = true
+            forceRequested = true
             return group?.task
         }
         task?.cancel()
