@@ -5,15 +5,15 @@ import Synchronization
 /// Keeps the listener advertised over DNS-SD for as long as the agent runs. The mDNS daemon
 /// forgets a registration when it stops or restarts (a package upgrade, a crash), and may not
 /// be running yet when the agent starts: every few seconds the advertisement is checked and,
-/// when lost or never made, made again. Each change is logged once.
+/// when lost or never made while no daemon answered, made again. Each change is logged once.
 final class ListenerAdvertiser: Sendable {
     private let discovery: any Discovery
     private let service: ServiceAdvertisement
     private let logger: Logger
     private let current = Mutex<(any Advertisement)?>(nil)
-    /// False once an attempt failed and was logged, until one succeeds: a daemon that stays
-    /// away is said once.
-    private let lastAttemptWorked = Mutex(true)
+    /// Whether the last failure was logged, and whether trying again may help (no daemon
+    /// answered) or not (a refusal, such as every name taken): each outage is said once.
+    private let failure = Mutex<(said: Bool, worthRetrying: Bool)>((false, true))
 
     /// How often the advertisement is checked, and tried again while no daemon answers.
     static let checkEvery: Duration = .seconds(5)
@@ -26,20 +26,22 @@ final class ListenerAdvertiser: Sendable {
 
     /// The first attempt, before the agent says it is watching.
     func start() async {
-        await advertise(again: false)
+        await advertise()
     }
 
     /// Checks and renews the advertisement until cancelled, then withdraws it.
     func keep() async {
         while (try? await Task.sleep(for: Self.checkEvery)) != nil {
-            let ad = current.withLock { $0 }
-            if let ad {
+            if let ad = current.withLock({ $0 }) {
                 guard ad.isLost else { continue }
                 ad.withdraw()
                 current.withLock { $0 = nil }
-                logger.notice("the DNS-SD advertisement was lost (the mDNS daemon stopped or restarted); advertising again")
+                failure.withLock { $0 = (false, true) }
+                logger.notice("the DNS-SD advertisement was dropped (the mDNS daemon stopped, restarted or found its name taken); advertising again")
+            } else if !failure.withLock({ $0.worthRetrying }) {
+                continue
             }
-            await advertise(again: true)
+            await advertise()
         }
         withdraw()
     }
@@ -52,20 +54,23 @@ final class ListenerAdvertiser: Sendable {
         }
     }
 
-    private func advertise(again: Bool) async {
+    private func advertise() async {
         do {
             let ad = try await discovery.advertise(service)
             current.withLock { $0 = ad }
-            lastAttemptWorked.withLock { $0 = true }
+            failure.withLock { $0 = (false, true) }
             logger.notice("advertised over DNS-SD", metadata: ["name": "\(ad.registeredName)", "type": "\(service.type)"])
         } catch {
-            let sayIt = lastAttemptWorked.withLock { worked in
-                defer { worked = false }
-                return worked
+            // An attempt the shutdown cut short is no news.
+            guard !Task.isCancelled else { return }
+            let retry = (error as? DiscoveryError)?.daemonUnavailable ?? false
+            let sayIt = failure.withLock { f in
+                defer { f = (true, retry) }
+                return !f.said
             }
             if sayIt {
-                logger.notice("discovery is off: the listener is not advertised; trying again every \(Self.checkEvery.components.seconds) s",
-                              metadata: ["reason": "\(error)"])
+                let how = retry ? "; trying again every \(Self.checkEvery.components.seconds) s" : ""
+                logger.notice("discovery is off: the listener is not advertised\(how)", metadata: ["reason": "\(error)"])
             }
         }
     }

@@ -55,7 +55,7 @@ public final class DNSSDDiscovery: Discovery {
             DNSServiceRefDeallocate(ref)
             if state.error == DNSServiceErrorType(kDNSServiceErr_NameConflict) { return .nameTaken }
             throw finished ? failure(state.error ?? 0, "advertise \(service.type)")
-                           : DiscoveryError("the mDNS daemon did not confirm the advertisement of \(service.type) within 5 s")
+                           : DiscoveryError("the mDNS daemon did not confirm the advertisement of \(service.type) within 5 s", daemonUnavailable: true)
         }
         return .registered(DNSSDAdvertisement(ref: ref, state: state, name: state.name ?? name))
     }
@@ -116,7 +116,8 @@ public final class DNSSDDiscovery: Discovery {
 
     static func failure(_ code: DNSServiceErrorType, _ what: String) -> DiscoveryError {
         if code == DNSServiceErrorType(kDNSServiceErr_Unknown) {
-            return DiscoveryError("cannot \(what): no mDNS daemon is reachable (is avahi-daemon running, with D-Bus?); DNS-SD error \(code)", code: code)
+            return DiscoveryError("cannot \(what): no mDNS daemon is reachable (is avahi-daemon running, with D-Bus?); DNS-SD error \(code)",
+                                  code: code, daemonUnavailable: true)
         }
         return DiscoveryError("cannot \(what): DNS-SD error \(code)", code: code)
     }
@@ -160,13 +161,12 @@ final class DNSSDAdvertisement: Advertisement, @unchecked Sendable {
             guard let ref, !lost else { return true }
             state.error = nil
             var p = pollfd(fd: DNSServiceRefSockFD(ref), events: Int16(POLLIN), revents: 0)
-            // Bounded: each reply read is one the library queued (at most a few).
-            for _ in 0..<16 where poll(&p, 1, 0) > 0 {
-                if p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
-                    || DNSServiceProcessResult(ref) != kDNSServiceErr_NoError || state.error != nil {
-                    lost = true
-                    break
-                }
+            // Each reply read is one the library queued (at most a few); bounded all the same.
+            var replies = 0
+            while !lost, replies < 16, poll(&p, 1, 0) > 0 {
+                replies += 1
+                lost = p.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
+                    || DNSServiceProcessResult(ref) != kDNSServiceErr_NoError || state.error != nil
                 p.revents = 0
             }
             return lost

@@ -77,11 +77,15 @@ public struct DiscoveryError: Error, Sendable, CustomStringConvertible {
     public let description: String
     /// The DNS-SD error code, if one.
     public let code: Int32?
+    /// True when no mDNS daemon answered (none running, no D-Bus, no confirmation in time):
+    /// trying again later may work, unlike a refusal.
+    public let daemonUnavailable: Bool
 
     /// An error.
-    public init(_ description: String, code: Int32? = nil) {
+    public init(_ description: String, code: Int32? = nil, daemonUnavailable: Bool = false) {
         self.description = description
         self.code = code
+        self.daemonUnavailable = daemonUnavailable
     }
 }
 
