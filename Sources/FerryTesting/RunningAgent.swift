@@ -83,6 +83,7 @@ public final class RunningAgent: @unchecked Sendable {
         // Nor when the test removed the folder first (an agent whose folder vanished exits 1).
         if status != 0, !exitExpected.withLock({ $0 }), FileManager.default.fileExists(atPath: folder) {
             FileHandle.standardError.write(Data("ferry serve in \(folder) exited with status \(status); its log:\n\(log().suffix(4000))\n".utf8))
+            exitExpected.withLock { $0 = true }  // told once (`deinit` stops it again)
         }
         return status
     }

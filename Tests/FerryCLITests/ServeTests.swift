@@ -182,7 +182,8 @@ import FerryTesting
             let agent = try ChildProcess(FerryProcess.ferryExecutable, ["serve", "--interface", "127.0.0.1", "--tls", "off", "--no-advertise"],
                                          in: dir, environment: ProcessInfo.processInfo.environment,
                                          stdin: null, stdout: log.fileDescriptor, stderr: log.fileDescriptor)
-            // The control socket is made before the folder is opened.
+            // The control socket is made before the folder is opened; the startup scan of
+            // 10,000 new files then takes seconds (a debug build), the poll 20 ms.
             #expect(eventually(20) { FileManager.default.fileExists(atPath: dir + "/.ferry/agent.sock") })
             let status = agent.stop(grace: 30)
             let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""

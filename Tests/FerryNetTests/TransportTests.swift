@@ -157,6 +157,17 @@ import FerryProtocol
         // Event loops of its own: a thousand connections on the shared ones starved the other
         // suites' listeners running beside it for seconds.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            try await burstOfUpgrades(group: group)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    /// `upgradesSentAtOnceStayWithinTheLimit` on `group`.
+    private func burstOfUpgrades(group: MultiThreadedEventLoopGroup) async throws {
         let listener = try await startEchoListener(group: group)
         let script = """
             import asyncio, websockets
@@ -182,7 +193,6 @@ import FerryProtocol
         let again = try await Dialer.connect(to: url(listener))
         await again.close()
         await listener.stop()
-        try await group.shutdownGracefully()
     }
 
     /// A peer that starts the closing handshake and then reads nothing: the listener echoes
