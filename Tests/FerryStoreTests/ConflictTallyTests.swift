@@ -31,9 +31,7 @@ import Testing
         _ = try story.base.apply(to: f.store)
         _ = try story.mine.apply(to: f.store)
         f.store.beginSession()
-        _ = try f.store.applyRemote(IncomingRevision(doc: story.theirs.doc, rev: story.theirs.rev, history: story.theirs.history, deleted: false,
-                                                     object: try f.store.objects.writeBody(story.theirs.body!.canonicalBytes),
-                                                     size: story.theirs.body!.canonicalBytes.count, origin: "peer"), resolve: false)
+        _ = try story.theirs.apply(to: f.store, resolve: false)
         _ = try f.store.applyRemote(story.merge)
         #expect(f.store.conflictsClosed.count == 1)
         #expect(f.store.conflictsClosed.closed.first?.mergedBy == "peer")
@@ -46,11 +44,7 @@ import Testing
         let story = try Story(try f.doc("list.json"), in: f.store)
         _ = try story.base.apply(to: f.store)
         f.store.beginSession()
-        for branch in [story.mine, story.theirs] {
-            _ = try f.store.applyRemote(IncomingRevision(doc: branch.doc, rev: branch.rev, history: branch.history, deleted: false,
-                                                         object: try f.store.objects.writeBody(branch.body!.canonicalBytes),
-                                                         size: branch.body!.canonicalBytes.count, origin: "peer"), resolve: false)
-        }
+        for branch in [story.mine, story.theirs] { _ = try branch.apply(to: f.store, resolve: false) }
         _ = try f.store.applyRemote(story.merge)
         #expect(f.store.conflictsClosed.count == 0)
         #expect(f.store.current(story.base.doc)?.rev == story.merge.rev)

@@ -29,8 +29,9 @@ struct Made {
     let history: [RevisionID]
     let body: JSONValue?
 
-    /// Writes the body into `store` and applies the revision as a peer's.
-    func apply(to store: FolderStore, origin: String = "peer") throws -> [LogEntry] {
+    /// Writes the body into `store` and applies the revision as a peer's (`resolve: false`: a
+    /// conflict it makes is left for the end of the pass, as a session does).
+    func apply(to store: FolderStore, origin: String = "peer", resolve: Bool = true) throws -> [LogEntry] {
         var object: BlobDigest?
         var size = 0
         if let body {
@@ -39,7 +40,7 @@ struct Made {
             size = bytes.count
         }
         return try store.applyRemote(IncomingRevision(doc: doc, rev: rev, history: history, deleted: body == nil,
-                                                      object: object, size: size, origin: origin))
+                                                      object: object, size: size, origin: origin), resolve: resolve)
     }
 
     /// A child revision of this one.

@@ -14,7 +14,7 @@ struct DiscoveryService: Service {
                 if let advertiser { group.addTask { await advertiser.keep() } }
                 if let discover { group.addTask { await discover() } }
                 // Neither: wait for the shutdown all the same.
-                group.addTask { while (try? await Task.sleep(for: .seconds(3600))) != nil {} }
+                group.addTask { try? await gracefulShutdown() }
             }
         }
         advertiser?.withdraw()

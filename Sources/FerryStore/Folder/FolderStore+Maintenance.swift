@@ -252,8 +252,8 @@ extension FolderStore {
 
     /// Notes the live document `doc`, whose file a walk did not find: held back when its path
     /// cannot hold it or its file was never written here (`bases`), deleted otherwise; nothing
-    /// when it is ignored and still there (no
-    /// longer synced, but not deleted, as `scanAndRecord` says).
+    /// when it is ignored and still there (no longer synced, but not deleted, as
+    /// `scanAndRecord` says).
     func noteMissing(_ doc: DocumentID, rules: IgnoreRules, bases: [DocumentID: FileBase] = [:], in state: inout DiskState) {
         let path = layout.path(of: doc.rawValue)
         if rules.isIgnored(doc.rawValue, isDirectory: false), FileSystem.exists(path) { return }
