@@ -393,7 +393,7 @@ struct UpgradeRequest: Sendable {
         if let authorization { headers.add(name: "Authorization", value: authorization) }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: peerProtocol.path(url.database), headers: headers)
         let upgrader = NIOTypedWebSocketClientUpgrader<DialOutcome>(
-            maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), enableAutomaticErrorHandling: true
+            maxFrameSize: min(maxMessageBytes, Int(UInt32.max)), enableAutomaticErrorHandling: false
         ) { channel, response in
             guard let selected = response.headers["Sec-WebSocket-Protocol"].first.flatMap(WireFormat.init(subprotocol:)),
                   offered.contains(selected) else {

@@ -171,7 +171,8 @@ struct ConnectionSetup: Sendable {
         let decision = RouteDecision(configuration: config, logins: logins, registry: registry)
         let upgrader = NIOTypedWebSocketServerUpgrader<ConnectionOutcome>(
             maxFrameSize: min(config.maxMessageBytes, Int(UInt32.max)),
-            enableAutomaticErrorHandling: true,
+            // The bridge answers a frame over the limit with a close frame that says why.
+            enableAutomaticErrorHandling: false,
             shouldUpgrade: { channel, head in
                 decision.decide(head, channel: channel).map { route in
                     guard case .upgrade(let format) = route else { return nil }

@@ -16,7 +16,7 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
     /// Adds an upgraded WebSocket's handlers behind NIO's frame codec (the masking rule, the
     /// aggregator that reassembles fragments up to `maxMessageBytes`, the bridge) and starts it.
     static func install(on channel: Channel, role: WebSocketRole, maxMessageBytes: Int) throws -> WebSocketBridge {
-        let bridge = WebSocketBridge(role: role)
+        let bridge = WebSocketBridge(role: role, maxMessageBytes: maxMessageBytes)
         let aggregator = NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1 << 16,
                                                      maxAccumulatedFrameSize: maxMessageBytes)
         try channel.pipeline.syncOperations.addHandlers([MaskingRule(bridge: bridge), aggregator, bridge])
@@ -30,6 +30,9 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
 
     let role: WebSocketRole
     let inbox: TransportInbox
+    /// The largest message taken (NIO's decoder and aggregator enforce it); named in the close
+    /// frame that refuses a larger one.
+    let maxMessageBytes: Int
     private struct State {
         var closeSent = false
         var closeReason: CloseReason?
@@ -42,8 +45,9 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
     }
     private let state = NIOLockedValueBox(State())
 
-    init(role: WebSocketRole, inbox: TransportInbox = TransportInbox()) {
+    init(role: WebSocketRole, maxMessageBytes: Int, inbox: TransportInbox = TransportInbox()) {
         self.role = role
+        self.maxMessageBytes = maxMessageBytes
         self.inbox = inbox
     }
 
@@ -121,16 +125,44 @@ final class WebSocketBridge: ChannelDuplexHandler, Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // A frame over the size limit, or a malformed one: NIO's error handler has already
-        // answered with a close frame; record why and drop the connection.
-        state.withLockedValue { s in
-            if s.closeReason == nil {
-                let code: UInt16 = (error as? NIOWebSocketError) == .invalidFrameLength ? 1009 : 1002
-                s.closeReason = CloseReason(code: code, reason: "\(error)")
-            }
+        // A frame or a message over the limit, or a malformed one: the peer is told why in the
+        // close frame (NIO's own error handling would send the code alone).
+        if let (code, reason) = Self.closeFrame(for: error, limit: maxMessageBytes) {
+            initiateClose(channel: context.channel, code: code, reason: reason)
+            return
+        }
+        let closing = state.withLockedValue { s -> Bool in
+            if s.closeReason == nil { s.closeReason = CloseReason(code: 1002, reason: "\(error)") }
+            return s.closeSent
         }
         inbox.finish()
-        context.close(promise: nil)
+        // Once a close frame is sent, what still arrives is dropped (NIO's decoder reports each
+        // read after its error as one) until the peer closes or the grace ends: closing with
+        // bytes unread would reset the connection, and the peer might never read the reason.
+        if !closing { context.close(promise: nil) }
+    }
+
+    /// The close code and reason (at most 123 bytes, as a close frame allows) for an error of
+    /// NIO's WebSocket decoder or frame aggregator; nil for any other error.
+    static func closeFrame(for error: Error, limit: Int) -> (code: UInt16, reason: String)? {
+        let tooLarge = "message too large: the limit is \(limit) bytes"
+        switch error {
+        case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
+            return (1009, tooLarge)
+        case NIOWebSocketFrameAggregator.Error.tooManyFragments:
+            return (1009, "message in too many fragments")
+        case NIOWebSocketError.fragmentedControlFrame:
+            return (1002, "a control frame may not be fragmented (RFC 6455 section 5.5)")
+        case NIOWebSocketError.multiByteControlFrameLength:
+            return (1002, "a control frame may carry at most 125 bytes (RFC 6455 section 5.5)")
+        case NIOWebSocketFrameAggregator.Error.receivedNewFrameWithoutFinishingPrevious,
+             NIOWebSocketFrameAggregator.Error.didReceiveFragmentBeforeReceivingTextOrBinaryFrame:
+            return (1002, "a fragment out of order (RFC 6455 section 5.4)")
+        case NIOWebSocketFrameAggregator.Error.nonFinalFragmentSizeIsTooSmall:
+            return (1002, "a fragment too small")
+        default:
+            return nil
+        }
     }
 
     /// Pings the peer every `interval`; closes the connection (`closeCode`: one that asks the
