@@ -14,8 +14,11 @@ extension Agent {
         guard let listener, options.advertise else { return nil }
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "ferry"
         let fingerprint = listener.configuration.tls?.identity.summary.fingerprint
+        // A long database name is cut, not the host's, with room for a " #16" should the name be
+        // taken: DNS-SD takes 63 bytes (peers match the database by the TXT record, not by name).
+        let defaultName = ServiceAdvertisement.name(shared.info.name, suffix: " on \(host)", within: ServiceAdvertisement.maxNameBytes - 4)
         let service = ServiceAdvertisement(
-            name: options.serviceName ?? "\(shared.info.name) on \(host)", type: options.serviceType, port: listener.port,
+            name: options.serviceName ?? defaultName, type: options.serviceType, port: listener.port,
             txt: PeerFinder.txt(database: shared.info.name, folderID: shared.info.id, fingerprint: fingerprint))
         let advertiser = ListenerAdvertiser(discovery: configuration.discovery, service: service, logger: logger)
         await advertiser.start()

@@ -21,11 +21,12 @@ public final class DNSSDDiscovery: Discovery {
     /// Registers the service and waits (at most 5 s per name) until the daemon confirms it.
     /// A name another service holds (two folders of one database on one host) is tried again
     /// as "NAME #2", "NAME #3"…, as Bonjour does by itself and Avahi's compatibility layer
-    /// does not (it fails with a name conflict).
+    /// does not (it fails with a name conflict); NAME is cut to leave room for the number
+    /// (`ServiceAdvertisement.name(_:suffix:)`).
     public func advertise(_ service: ServiceAdvertisement) async throws -> Advertisement {
         try await onOwnThread { cancellation in
             for attempt in 1...Self.maxNameAttempts {
-                let name = attempt == 1 ? service.name : "\(service.name) #\(attempt)"
+                let name = ServiceAdvertisement.name(service.name, suffix: attempt == 1 ? "" : " #\(attempt)")
                 switch try Self.register(service, as: name, cancellation) {
                 case .registered(let ad): return ad
                 case .nameTaken: continue

@@ -16,6 +16,22 @@ public struct ServiceAdvertisement: Sendable, Equatable {
         self.port = port
         self.txt = txt
     }
+
+    /// The longest instance name DNS-SD takes, in UTF-8 bytes (one DNS label, RFC 6763 §4.1.1).
+    public static let maxNameBytes = 63
+
+    /// `base` followed by `suffix`, `base` cut at a character boundary where both would not
+    /// fit in `bytes` (a `suffix` too long for any of `base` is cut instead).
+    public static func name(_ base: String, suffix: String = "", within bytes: Int = maxNameBytes) -> String {
+        let room = bytes - suffix.utf8.count
+        guard room >= 0 else { return name(base + suffix, within: bytes) }
+        var cut = ""
+        for character in base {
+            guard cut.utf8.count + character.utf8.count <= room else { break }
+            cut.append(character)
+        }
+        return cut + suffix
+    }
 }
 
 /// A service found on the network, resolved.

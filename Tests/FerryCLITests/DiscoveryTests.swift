@@ -9,8 +9,8 @@ import Testing
 @Suite(.serialized) struct DiscoveryTests {
     func uniqueType() -> String { "_ferry\(UInt32.random(in: 0..<UInt32.max))._tcp" }
 
-    func initFolder(_ path: String, sample: Bool = false) throws {
-        let r = try FerryProcess.ferry(["init", path, "--name", "inventory"] + (sample ? ["--sample"] : []))
+    func initFolder(_ path: String, name: String = "inventory", sample: Bool = false) throws {
+        let r = try FerryProcess.ferry(["init", path, "--name", name] + (sample ? ["--sample"] : []))
         #expect(r.status == 0, "\(r.stderr)")
     }
 
@@ -67,6 +67,38 @@ import Testing
             #expect(second.log().contains(" #2"), "\(second.log())")
             var lines: [String] = []
             #expect(eventually(10) { lines = (try? browse(type)) ?? []; return Set(lines.map { $0.split(separator: ";")[3] }).count == 2 }, "\(lines)")
+            first.stop()
+            second.stop()
+        }
+    }
+
+    /// A database name too long for DNS-SD's 63-byte instance name with " on HOST" after it:
+    /// the name is cut, with room for " #2", and two agents of it on one host are both
+    /// advertised, their TXT records naming the whole database. Such a name used to be refused
+    /// (DNS-SD error -65540), and the listener went unadvertised.
+    @Test func aDatabaseNameTooLongForDNSSDIsAdvertisedCut() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let (a, b) = (tmp.appending("a"), tmp.appending("b"))
+            let database = "inventory-of-the-north-warehouse-and-of-the-south-one-2026"
+            try initFolder(a, name: database)
+            try initFolder(b, name: database)
+            let type = uniqueType()
+            let first = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            #expect(eventually(10) { first.log().contains("advertised over DNS-SD") }, "\(first.log())")
+            let second = try RunningAgent(folder: b, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            #expect(eventually(15) { second.log().contains("advertised over DNS-SD") }, "\(second.log())")
+            var found: [[String: Any]] = []
+            #expect(eventually(10) {
+                let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
+                found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
+                return found.count == 2
+            }, "\(found)")
+            let names = found.compactMap { $0["name"] as? String }.sorted()
+            let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "ferry"
+            #expect(names.count == 2 && names.allSatisfy { $0.utf8.count <= 63 && $0.hasPrefix("inventory-of-the-north") }, "\(names)")
+            #expect(names.first?.hasSuffix(" on \(host)") == true && names.last?.hasSuffix(" on \(host) #2") == true, "\(names)")
+            #expect(found.allSatisfy { $0["database"] as? String == database }, "\(found)")
             first.stop()
             second.stop()
         }

@@ -57,6 +57,10 @@ import FerryTesting
                 #expect(serve.status == 2 && serve.stderr.hasPrefix("ferry: --interface: \(said)") && !serve.stderr.contains("errno"),
                         "\(serve.status) \(serve.stderr)")
             }
+            // A --service-name DNS-SD cannot take (one label: 63 bytes) is refused before anything starts.
+            let longName = try FerryProcess.ferry(["serve", "--service-name", String(repeating: "é", count: 32), "--port", "0", "--tls", "off"], in: b)
+            #expect(longName.status == 2 && longName.stderr.contains("--service-name must be 1 to 63 bytes (DNS-SD's limit); this one is 64"),
+                    "\(longName.status) \(longName.stderr)")
             // A --pin that is neither a fingerprint nor a file is a usage error naming both.
             let badPin = try FerryProcess.ferry(["sync", "wss://127.0.0.1:1/inventory", "--pin", "abc"], in: b)
             #expect(badPin.status == 2 && badPin.stderr == "ferry: --pin abc: neither a SHA-256 fingerprint (64 hex digits) nor a certificate file\n",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryAgent
 import FerryCore
+import FerryDiscovery
 import FerryNet
 import FerryReplicator
 import FerryStore
@@ -47,6 +48,9 @@ struct ListenerOptions: ParsableArguments {
     func validate() throws {
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0…65535") }
         if clientCa != nil && tls == .off { throw ValidationError("--client-ca needs TLS (--tls anonymous or identity)") }
+        if let serviceName, serviceName.utf8.count > ServiceAdvertisement.maxNameBytes || serviceName.isEmpty {
+            throw ValidationError("--service-name must be 1 to \(ServiceAdvertisement.maxNameBytes) bytes (DNS-SD's limit); this one is \(serviceName.utf8.count)")
+        }
     }
 
     /// The agent's listen options; nil with `--no-listen`.
