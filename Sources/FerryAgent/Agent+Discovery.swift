@@ -28,18 +28,34 @@ extension Agent {
     /// `serve --discover`: browses every few seconds and keeps one continuous replication with
     /// each peer serving the same database, its advertised fingerprint pinned. A peer that
     /// comes back at another address or port (a restart with `--port 0`) gets a new
-    /// replication in place of the old one, which would otherwise retry a dead address.
+    /// replication in place of the old one, which would otherwise retry a dead address. A
+    /// peer no longer advertised (`browsesBeforeGone` browses in a row) whose replication
+    /// cannot reach it is dropped: it stopped or left, and would be retried and listed as
+    /// offline for ever; seen again, it gets a new replication.
     func discoverPeers(shared: SharedStore, registry: ReplicatorRegistry) async {
         let options = configuration.discoveryOptions
         let finder = PeerFinder(discovery: configuration.discovery, serviceType: options.serviceType,
                                 layout: shared.layout, database: shared.info.name, folderID: shared.info.id)
-        var running: [String: (url: String, stop: AsyncStream<Void>.Continuation)] = [:]
+        var running: [String: (url: String, name: String, replicator: Replicator, stop: AsyncStream<Void>.Continuation)] = [:]
+        var unseen: [String: Int] = [:]        // running peer id → browses in a row that did not find it
         var refusals: [String: String] = [:]   // peer id → the refusal last logged, so each is said once
         var saidOff = false
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 do {
-                    for candidate in try await finder.find(timeout: .milliseconds(1500), template: options.template) {
+                    let found = try await finder.find(timeout: .milliseconds(1500), template: options.template)
+                    let seen = Set(found.map { $0.service.txt["id"] ?? $0.service.name })
+                    for (id, entry) in running where !seen.contains(id) {
+                        unseen[id, default: 0] += 1
+                        guard unseen[id]! >= Self.browsesBeforeGone, entry.replicator.status.activity == .offline else { continue }
+                        logger.notice("discovered peer gone: no longer advertised, and not reachable", metadata: ["name": "\(entry.name)", "url": "\(entry.url)"])
+                        entry.stop.finish()
+                        registry.remove(id: id)
+                        running[id] = nil
+                        unseen[id] = nil
+                    }
+                    for id in seen { unseen[id] = nil }
+                    for candidate in found {
                         let id = candidate.service.txt["id"] ?? candidate.service.name
                         let metadata: Logger.Metadata = ["name": "\(candidate.service.name)"]
                         guard let endpoint = candidate.endpoint else {
@@ -63,7 +79,7 @@ extension Agent {
                         let replicator = makeReplicator(endpoint, shared)
                         registry.add(endpoint, replicator, id: id)
                         let (stopped, stop) = AsyncStream<Void>.makeStream()
-                        running[id] = (url, stop)
+                        running[id] = (url, candidate.service.name, replicator, stop)
                         group.addTask { [logger] in await Self.run(replicator, until: stopped, logger: logger) }
                     }
                     saidOff = false
@@ -76,6 +92,10 @@ extension Agent {
             for (_, entry) in running { entry.stop.finish() }
         }
     }
+
+    /// Browses in a row (about 4.5 s apart) that must miss a discovered peer before it is
+    /// dropped: one browse of 1.5 s can miss a peer that is there.
+    static let browsesBeforeGone = 3
 
     /// Runs `replicator` until it ends or `stopped` finishes, whichever comes first.
     private static func run(_ replicator: Replicator, until stopped: AsyncStream<Void>, logger: Logger) async {

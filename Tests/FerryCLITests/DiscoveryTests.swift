@@ -104,6 +104,39 @@ import Testing
         }
     }
 
+    /// A discovered peer that stops (its advertisement withdrawn) is dropped from the agent's
+    /// replications once a few browses miss it and it cannot be reached, instead of being
+    /// retried and listed as offline for ever; started again, it is found and synced again.
+    @Test func aDiscoveredPeerThatStopsIsDroppedAndFoundAgainWhenItComesBack() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let (a, b) = (tmp.appending("a"), tmp.appending("b"))
+            try initFolder(a, sample: true)
+            try initFolder(b)
+            let type = uniqueType()
+            func replications(_ agent: RunningAgent) -> [String] {
+                (agent.status()?["replications"] as? [[String: Any]] ?? []).compactMap { $0["url"] as? String }
+            }
+            var listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            let agent = try RunningAgent(folder: b, arguments: ["--discover", "--no-listen", "--service-type", type])
+            defer { agent.stop() }
+            let firstURL = try #require(listener.url)
+            #expect(eventually(20) { replications(agent) == [firstURL] }, "\(replications(agent))\n\(agent.log())")
+            #expect(eventually(20) { FileManager.default.fileExists(atPath: b + "/samplelist.json") }, "\(agent.log())")
+            listener.stop()
+            #expect(eventually(40) { replications(agent).isEmpty }, "\(replications(agent))\n\(agent.log())")
+            #expect(agent.log().contains("discovered peer gone"), "\(agent.log())")
+            listener = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+            defer { listener.stop() }
+            let secondURL = try #require(listener.url)
+            #expect(eventually(20) { replications(agent) == [secondURL] }, "\(replications(agent))\n\(agent.log())")
+            #expect(try FerryProcess.shell("sed -i 's/\"Apples\"/\"Red apples\"/' samplelist.json", in: a).status == 0)
+            #expect(eventually(20) {
+                ((try? String(contentsOfFile: b + "/samplelist.json", encoding: .utf8)) ?? "").contains("Red apples")
+            }, "\(agent.log())")
+        }
+    }
+
     @Test func aServicePublishedByAvahiAppearsInFerryPeers() async throws {
         try await endToEnd {
             let type = uniqueType()
