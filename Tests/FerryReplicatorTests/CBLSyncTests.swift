@@ -165,6 +165,72 @@ import FerryTesting
 
     /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and
     /// nothing written; what a path cannot hold is escaped inside the folder, never outside.
+    /// Couchbase Lite's passive side says it has caught up (an empty `changes`) as soon as its
+    /// last batch of changes is answered, and sends that batch's revisions after (LiteCore
+    /// 3.0, by hand): a pull from it ends, and saves its checkpoint, only once they are here.
+    /// It used to end at once, "up to date" with nothing received, and its checkpoint skipped
+    /// them for good.
+    @Test func aPullFromAPeerThatSaysCaughtUpBeforeSendingItsRevisionsWaitsForThem() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("laptop")
+        let shared = SharedStore(try FolderStore.create(at: folder, name: "laptop"))
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .active, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared),
+                                 remotePeer: "desk")
+        let session = PeerSession(channel: channel, shared: shared, logger: logger)
+        let peer = BLIPPeer(theirs)
+        let docs = (1...3).map { ("doc\($0)", "1-" + String(repeating: "\($0)", count: 40)) }
+        let reading = Task { await session.run() }
+        // The peer: each checkpoint saved, with how many of its revisions were stored by then.
+        let playing = Task { () throws -> [String] in
+            var saved: [String] = []
+            var (changesNumber, caughtUpNumber): (UInt64, UInt64) = (0, 0)
+            var revNumbers: Set<UInt64> = [], revsStored = 0
+            while let m = try await peer.receive() {
+                if m.type == .response && revNumbers.contains(m.number) {
+                    revsStored += 1
+                } else if m.type == .response && m.number == changesNumber {
+                    caughtUpNumber = try peer.send(.request(profile: "changes", body: Array("[]".utf8)))
+                } else if m.type == .response && m.number == caughtUpNumber {
+                    try await Task.sleep(for: .milliseconds(300))
+                    for (i, (doc, rev)) in docs.enumerated() {
+                        revNumbers.insert(try peer.send(.request(profile: "rev", properties: ["id": doc, "rev": rev, "sequence": "\(i + 1)"],
+                                                                 body: Array("{\"n\":\(i)}".utf8))))
+                    }
+                }
+                guard m.type == .request else { continue }
+                switch m.profile {
+                case "getCheckpoint":
+                    try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 404, message: "missing")))
+                case "setCheckpoint":
+                    saved.append("\(revsStored) \(String(decoding: m.body, as: UTF8.self))")
+                    try peer.send(.response(to: m, properties: ["rev": "1-cc"]))
+                case "subChanges":
+                    try peer.send(.response(to: m))
+                    let rows = docs.enumerated().map { i, d in "[\(i + 1),\"\(d.0)\",\"\(d.1)\"]" }.joined(separator: ",")
+                    changesNumber = try peer.send(.request(profile: "changes", body: Array("[\(rows)]".utf8)))
+                default:
+                    continue
+                }
+            }
+            return saved
+        }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            await channel.close(code: 4000, reason: "test timed out")
+        }
+        try await session.open()
+        try await session.replicate(.pull, continuous: false)
+        watchdog.cancel()
+        let stats = await session.stats
+        await session.close()
+        await reading.value
+        let saved = try await playing.value
+        #expect(stats.revisionsReceived == 3, "\(stats)")
+        for (doc, _) in docs { #expect(FileManager.default.fileExists(atPath: "\(folder)/\(doc).json"), "\(doc)") }
+        #expect(saved.count == 1 && saved[0].hasPrefix("3 ") && saved[0].contains("\"remote\":3"), "\(saved)")
+    }
+
     @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
         var limits = CBLLimits()
         limits.maxBodyBytes = 1 << 16

@@ -67,10 +67,13 @@ extension PeerSession {
             }
             let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, ticket: ticket ?? arrivalOrder.take(doc))
             answerReceipt(handle, doc: doc, rev: rev, result)
+            await takeCaughtUpOnceArrived()
         case let .getAttachment(digest, offset, length):
             await sendBlob(digest, offset: offset, length: length, to: handle)
         case .norev(let doc, let rev, _, let status, let reason):
             update { $0.revisionsFailed += 1 }
+            awaitedArrived(doc, rev)
+            await takeCaughtUpOnceArrived()
             // A few are worth a line each; a flood of them is counted (`revisionsFailed`), not
             // logged, so a peer cannot fill the disk through the agent's log.
             if stats.revisionsFailed <= Self.norevsLogged {

@@ -21,21 +21,16 @@ extension PeerSession {
         }
         guard !entries.isEmpty else {
             await respond(handle, .changes([], maxHistory: nil))
-            // The peer's pass is all here: merge what it opened, with its whole history at hand.
-            await shared.resolvePendingConflicts()
-            let unannounced = max(pullUnannounced, 0)
-            pullUnannounced = 0
-            update {
-                $0.pullCaughtUp = true
-                $0.receivingChanges = true
-                $0.revisionsOffered -= unannounced
-            }
-            caughtUpWaiter?.yield(highestSequenceAnnounced)
+            awaited.caughtUpPending = true
+            await takeCaughtUpOnceArrived()
             return
         }
         let asked = entries.map { ($0.doc, $0.rev) }
         let answers: [ChangeAnswer] = await shared.perform { store in
             asked.map { doc, rev in store.knownAncestors(of: rev, doc: doc).map { .wanted(knownAncestors: $0) } ?? .notWanted }
+        }
+        for (entry, answer) in zip(entries, answers) where answer != .notWanted {
+            guard awaited.expect(entry.doc, entry.rev) else { return await refuseUnsentFlood() }
         }
         highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
         let wanted = answers.filter { $0 != .notWanted }.count
@@ -66,6 +61,9 @@ extension PeerSession {
                 return .conflict
             }
         }
+        for (entry, answer) in zip(entries, answers) where answer == .send {
+            guard awaited.expect(entry.doc, entry.rev) else { return await refuseUnsentFlood() }
+        }
         let send = answers.filter { $0 == .send }.count
         let refused = answers.filter { $0 == .forbidden }.count
         update {
@@ -75,6 +73,38 @@ extension PeerSession {
             $0.receivingChanges = true
         }
         await respond(handle, .proposeChanges(answers))
+    }
+
+    /// Takes the peer's caught-up (`AwaitedRevisions.caughtUpPending`) once every revision it
+    /// announced before it is here: merges what its pass opened, with its whole history at
+    /// hand, and lets the pull save its checkpoint.
+    func takeCaughtUpOnceArrived() async {
+        guard awaited.caughtUpPending, awaited.isEmpty else { return }
+        awaited.caughtUpPending = false
+        // Everything announced so far is here; what is announced during the merge below is not.
+        let reached = highestSequenceAnnounced
+        await shared.resolvePendingConflicts()
+        let unannounced = max(pullUnannounced, 0)
+        pullUnannounced = 0
+        update {
+            $0.pullCaughtUp = true
+            $0.receivingChanges = true
+            $0.revisionsOffered -= unannounced
+        }
+        caughtUpWaiter?.yield(reached)
+    }
+
+    /// Notes that an awaited revision arrived, was refused or will not come (`norev`); the
+    /// caller then calls `takeCaughtUpOnceArrived` (from the session's own tasks, so that a
+    /// closed session has nothing left running on the folder).
+    func awaitedArrived(_ doc: DocumentID, _ rev: RevisionID) {
+        awaited.arrived(doc, rev)
+    }
+
+    /// Closes a connection whose peer announced more revisions than it sends
+    /// (`AwaitedRevisions.capacity`): their keys would grow without bound.
+    private func refuseUnsentFlood() async {
+        await closeConnection(code: 1008, reason: "over \(AwaitedRevisions.capacity) revisions announced and not sent")
     }
 
     // MARK: Receiving revisions
@@ -141,6 +171,7 @@ extension PeerSession {
 
     /// Counts a received revision and answers its request (an error status when refused).
     func answerReceipt(_ handle: RequestHandle, doc: DocumentID, rev: RevisionID, _ result: Result<[LogEntry], ReceiveFailure>) {
+        defer { awaitedArrived(doc, rev) }
         var response = Response.ok
         switch result {
         case .success:
@@ -309,6 +340,7 @@ extension PeerSession {
                 }
             }
             budget.stored(group.reduce(0) { $0 + $1.size })
+            await takeCaughtUpOnceArrived()
         }
     }
 }

@@ -31,6 +31,9 @@ public actor PeerSession {
     var inboxSignal: AsyncStream<Void>.Continuation?
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
+    /// Revisions this side asked the peer for (answering `changes` or `proposeChanges`) that
+    /// have not arrived yet (`AwaitedRevisions`).
+    var awaited = AwaitedRevisions()
     /// Of the count the peer gave on `subChanges`, the revisions not announced yet: at "caught
     /// up" whatever is left (revisions it did not send back to this connection) is taken off
     /// `revisionsOffered`, so the progress total is what really came.
