@@ -231,6 +231,41 @@ import FerryTesting
         #expect(saved.count == 1 && saved[0].hasPrefix("3 ") && saved[0].contains("\"remote\":3"), "\(saved)")
     }
 
+    /// A revision a Couchbase Lite client proposed while this folder's own edit of the same
+    /// document landed: it arrives as a conflict, merged as soon as the client's revisions
+    /// are here. Couchbase Lite never says its push is done, so waiting for the end of its
+    /// pass left the conflict open for as long as the connection lasted (LiteCore 3.0.1, by
+    /// hand), and the client, pulling this folder's edit, dropped its own.
+    @Test func aConflictACouchbaseLitePushOpensIsMergedWhileTheConnectionLasts() async throws {
+        let served = try serve(["race.json": #"{"v": 0}"#])
+        let (folder, shared, peer) = (served.folder, served.shared, served.peer)
+        let race = try DocumentID("race.json")
+        let base = try #require(await shared.perform { $0.index[race]?.current?.rev })
+        let proposal = try peer.send(.request(profile: "proposeChanges",
+                                              body: Array(#"[["race","2-\#(String(repeating: "c", count: 40))","\#(base)",20]]"#.utf8)))
+        while let reply = try await peer.receive(), reply.number != proposal || reply.type == .request {}
+        // This folder's edit lands between the proposal's answer and the revision.
+        try Data(#"{"v": 2}"#.utf8).write(to: URL(fileURLWithPath: folder + "/race.json"))
+        _ = try await shared.perform { try $0.ingest(race) }
+        let rev = try peer.send(.request(profile: "rev", properties: ["id": "race", "rev": "2-" + String(repeating: "c", count: 40),
+                                                                        "history": base.description, "sequence": "1"],
+                                         body: Array(#"{"v":0,"who":"lc"}"#.utf8)))
+        while let reply = try await peer.receive(), reply.number != rev || reply.type == .request {}
+        var merged = false
+        for _ in 0..<200 {
+            merged = await shared.perform { store in
+                guard let tree = store.index[race] else { return false }
+                return !tree.hasConflict && tree.leafNodes.count == 2 && tree.current?.rev.generation == 3
+            }
+            if merged { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(merged, "the conflict is still open while the connection lasts")
+        let text = try String(contentsOfFile: folder + "/race.json", encoding: .utf8)
+        #expect(text.contains("\"who\": \"lc\"") && text.contains("\"v\": 2"), "\(text)")
+        await served.end()
+    }
+
     @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
         var limits = CBLLimits()
         limits.maxBodyBytes = 1 << 16
@@ -329,42 +364,62 @@ import FerryTesting
                 "\(String(describing: sent["nul"]))")
     }
 
-    /// Couchbase Lite is announced each document at its leaves only, as Sync Gateway does: a
-    /// document edited twice since it was created goes once, at its current revision, with
-    /// the two before it as history; a deleted one at its deletion. A Couchbase Lite app that
-    /// holds an edit of its own would otherwise see a conflict for each revision in between.
+    /// Couchbase Lite is announced each document at its current revision only, as Sync
+    /// Gateway does: a document edited twice since it was created goes once, with the two
+    /// before it as history; a deleted one at its deletion; a merged conflict at its merge,
+    /// not also at the deletion that closed the losing branch. A Couchbase Lite app that holds
+    /// an edit of its own would otherwise see a conflict for each revision in between, and
+    /// LiteCore takes the last revision it pulls as the server's: sent after the merge, that
+    /// deletion left the document deleted there (LiteCore 3.0.1, by hand).
     /// A client whose checkpoints name a ferry folder (`pull:<id>`) is a ferry replicator over
     /// Couchbase Lite's protocol, and is announced every revision, as over ferry/1.
     @Test(arguments: [nil, "cp-yiVHODsYy2NW7LUHbpSbDgvk3bc=", "pull:laptop-7f3a"])
-    func couchbaseLiteIsAnnouncedEachDocumentAtItsLeavesOnly(checkpointClient: String?) async throws {
-        let served = try serve(["list.json": #"{"v": 1}"#, "gone.json": #"{"v": 1}"#, "once.json": #"{"v": 1}"#])
+    func couchbaseLiteIsAnnouncedEachDocumentAtItsCurrentRevisionOnly(checkpointClient: String?) async throws {
+        let served = try serve(["list.json": #"{"v": 1}"#, "gone.json": #"{"v": 1}"#, "once.json": #"{"v": 1}"#, "both.json": #"{"v": 1}"#])
         let (folder, shared, peer) = (served.folder, served.shared, served.peer)
-        let list = try DocumentID("list.json"), gone = try DocumentID("gone.json")
+        let list = try DocumentID("list.json"), gone = try DocumentID("gone.json"), both = try DocumentID("both.json")
         for v in [2, 3] {
             try Data(#"{"v": \#(v)}"#.utf8).write(to: URL(fileURLWithPath: folder + "/list.json"))
             _ = try await shared.perform { try $0.ingest(list) }
         }
         try FileManager.default.removeItem(atPath: folder + "/gone.json")
         _ = try await shared.perform { try $0.ingest(gone) }
+        // both.json: an edit here and a peer's edit of the same revision, merged at once, the
+        // losing branch closed by a deletion.
+        try Data(#"{"v": 1, "x": 1}"#.utf8).write(to: URL(fileURLWithPath: folder + "/both.json"))
+        let merged = try await shared.perform { store -> [LogEntry] in
+            let base = try #require(store.index[both]?.current?.rev)
+            _ = try store.ingest(both)
+            let body: JSONValue = ["v": 1, "y": 1]
+            let bytes = body.canonicalBytes
+            let object = try store.objects.writeBody(bytes)
+            return try store.applyRemote(IncomingRevision(doc: both, rev: RevisionID.compute(parent: base, deleted: false, body: object),
+                                                          history: [base], deleted: false, object: object, size: bytes.count, origin: "peer"))
+        }
+        #expect(merged.count == 3 && merged[1].merged != nil && merged[2].deleted, "\(merged)")
         let (history, current) = try #require(await shared.perform { store in
             store.index[list].flatMap { tree in tree.current.map { (tree.history(of: $0.rev), $0.rev) } }
         })
         #expect(history.count == 3)
         if let checkpointClient { try peer.send(.request(profile: "getCheckpoint", properties: ["client": checkpointClient])) }
-        let (announced, sent) = try await pullEverything(from: peer, until: 3)
+        let (announced, sent) = try await pullEverything(from: peer, until: 4)
         await served.end()
-        let (leaves, everyRevision) = try await shared.perform { store in
-            try ["gone.json", "list.json", "once.json"].reduce(into: ([String](), [String]())) { lists, name in
+        let (currents, everyRevision) = try await shared.perform { store in
+            try ["both.json", "gone.json", "list.json", "once.json"].reduce(into: ([String](), [String]())) { lists, name in
                 let tree = try #require(store.index[try DocumentID(name)])
                 lists.0.append("\(name.dropLast(5))@\(try #require(tree.current?.rev))")
-                lists.1 += tree.history(of: try #require(tree.current?.rev)).map { "\(name.dropLast(5))@\($0)" }
+                var revs: [String] = []
+                tree.forEachNode { node in if node.seq != 0 { revs.append("\(name.dropLast(5))@\(node.rev)") } }
+                lists.1 += revs
             }
         }
         guard checkpointClient?.hasPrefix("pull:") != true else {
-            #expect(announced.count == 6 && Set(announced) == Set(everyRevision), "\(announced)")
+            #expect(announced.count == 11 && Set(announced) == Set(everyRevision), "\(announced)")
             return
         }
-        #expect(announced.sorted() == leaves, "\(announced)")
+        #expect(announced.sorted() == currents, "\(announced)")
+        #expect(sent["both"]?.properties["rev"] == merged[1].rev.description && sent["both"]?.properties["deleted"] == nil,
+                "\(String(describing: sent["both"]?.properties))")
         #expect(sent["list"]?.properties["rev"] == current.description)
         #expect(sent["list"]?.properties["history"] == history.dropFirst().map(\.description).joined(separator: ","),
                 "\(String(describing: sent["list"]?.properties))")

@@ -61,19 +61,20 @@ import FerryTesting
         #expect(pages(limit: 1) == [[1], [2], [3, 3], [4], [5]])
     }
 
-    /// Couchbase Lite's feed (`leavesOnly`) lists the revisions without children: each
-    /// document's current one, and after a conflict both the merge and the deletion closing
-    /// the losing branch, never a revision in between. A page lists them as of the pass's
-    /// end: a revision whose child came later had none then.
-    @Test func theLeavesOnlyFeedListsTheRevisionsWithoutChildren() throws {
+    /// Couchbase Lite's feed (`currentOnly`) lists each document's current revision: never a
+    /// revision in between, and after a conflict the merge, not the deletion closing the
+    /// losing branch (LiteCore took that deletion, pulled after the merge, for the server's
+    /// revision and purged the merge). A page lists them as of the pass's end: a revision
+    /// whose child came later was current then.
+    @Test func theCurrentOnlyFeedListsEachDocumentsCurrentRevision() throws {
         let (f, _, b) = try twoDocumentsEditedByTurns()
-        #expect(f.store.changes(since: 0, leavesOnly: true).map(\.seq) == [4, 5])
-        #expect(f.store.changeCount(since: 0, leavesOnly: true) == 2)
-        #expect(f.store.changes(since: 0, docIDs: [b], leavesOnly: true).map(\.seq) == [4])
-        #expect(f.store.changesPage(since: 0, through: 5, limit: 10, leavesOnly: true).revisions.map(\.seq) == [4, 5])
+        #expect(f.store.changes(since: 0, currentOnly: true).map(\.seq) == [4, 5])
+        #expect(f.store.changeCount(since: 0, currentOnly: true) == 2)
+        #expect(f.store.changes(since: 0, docIDs: [b], currentOnly: true).map(\.seq) == [4])
+        #expect(f.store.changesPage(since: 0, through: 5, limit: 10, currentOnly: true).revisions.map(\.seq) == [4, 5])
         // As of sequence 4, a's third revision (5) was not there: its second (3) had no child.
-        #expect(f.store.changesPage(since: 0, through: 4, limit: 10, leavesOnly: true).revisions.map(\.seq) == [3, 4])
-        #expect(f.store.changesPage(since: 0, through: 3, limit: 10, leavesOnly: true).revisions.map(\.seq) == [2, 3])
+        #expect(f.store.changesPage(since: 0, through: 4, limit: 10, currentOnly: true).revisions.map(\.seq) == [3, 4])
+        #expect(f.store.changesPage(since: 0, through: 3, limit: 10, currentOnly: true).revisions.map(\.seq) == [2, 3])
 
         // Two peers' edits of c's first revision: a conflict, closed at once by a merge and
         // a deletion of the losing branch.
@@ -83,8 +84,12 @@ import FerryTesting
         _ = try root.child(["v": 1, "x": 1]).apply(to: f.store)    // seq 7
         let closing = try root.child(["v": 1, "y": 1]).apply(to: f.store)    // seq 8, 9, 10
         #expect(closing.count == 3 && closing[1].merged != nil && closing[2].deleted, "\(closing)")
-        #expect(f.store.changes(since: 5, leavesOnly: true).map(\.rev) == closing.dropFirst().map(\.rev))
-        #expect(f.store.changes(since: 0, leavesOnly: true).map(\.seq) == [4, 5] + closing.dropFirst().map(\.seq))
+        #expect(f.store.changes(since: 5, currentOnly: true).map(\.rev) == [closing[1].rev])
+        #expect(f.store.changes(since: 0, currentOnly: true).map(\.seq) == [4, 5, closing[1].seq])
+        // As of the two edits, before the merge: the one that won then, alone.
+        let asOfConflict = f.store.changesPage(since: 5, through: closing[0].seq, limit: 10, currentOnly: true).revisions
+        let firstEdit = try #require(f.store.index[c]?.nodes(seq: 7).first?.rev)
+        #expect(asOfConflict.count == 1 && asOfConflict.first?.rev == max(closing[0].rev, firstEdit), "\(asOfConflict)")
     }
 
     /// The feed names a revision by its sequence and document: each is found in its tree, for

@@ -38,7 +38,9 @@ public final class CBLChannel: ReplicationChannel {
     /// Couchbase Lite's passive side answers a second `subChanges` on a connection without
     /// ever sending its changes (seen against LiteCore 3.0), so each round gets a connection.
     public var resubscribes: Bool { false }
-    /// Only leaves to a Couchbase Lite client: it stores each revision it is sent, and reports
+    /// Only current revisions to a Couchbase Lite client: it stores each revision it is sent,
+    /// takes the last of a document as the server's (a deletion closing a merged branch, sent
+    /// after the merge, made it purge the merge), and reports
     /// one that arrives beside a revision of its own as a conflict, to the app. Every revision
     /// to a ferry replicator (its checkpoints name its folder), whose folder must hold the same
     /// histories as this one, and from the active side, which cannot tell a ferry listener

@@ -57,10 +57,11 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// round of a one-shot replication needs a new connection).
     var resubscribes: Bool { get }
     /// True when the peer is announced every revision after its checkpoint, intermediate
-    /// ones too (a ferry peer: synced folders hold the same histories); false when only the
-    /// revisions without children are (a Couchbase Lite client, whose app sees each revision
-    /// that arrives beside one of its own as a conflict; Sync Gateway announces each document
-    /// once). Asked when a pass begins.
+    /// ones too (a ferry peer: synced folders hold the same histories); false when only each
+    /// document's current revision is (a Couchbase Lite client, whose app sees each revision
+    /// that arrives beside one of its own as a conflict, and which takes the last revision it
+    /// pulls as the server's; Sync Gateway announces each document once). Asked when a pass
+    /// begins.
     var announcesIntermediateRevisions: Bool { get }
     /// True when the answer to a peer's `subChanges` carries how many changes its first pass
     /// will announce (ferry/1); false when it has no room for it (Couchbase Lite's is empty),

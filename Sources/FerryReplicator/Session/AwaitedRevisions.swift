@@ -9,6 +9,9 @@ struct AwaitedRevisions {
     /// The peer said it has caught up while revisions were still awaited: the caught-up is
     /// taken once they have all arrived.
     var caughtUpPending = false
+    /// Revisions were proposed (`proposeChanges`) since conflicts were last resolved: once
+    /// they are here, what they opened is merged.
+    var proposed = false
     /// Most revisions a peer may leave unsent: ferry keeps three batches of 500 in flight, and
     /// Couchbase Lite fewer.
     static let capacity = 100_000

@@ -46,9 +46,9 @@ extension PeerSession {
             // How many changes the first pass will announce, so the subscriber's progress bar
             // has its total from the start (docs/protocol.md, subChanges).
             let filter = docIDs.map(Set.init)
-            let leavesOnly = !channel.announcesIntermediateRevisions
+            let currentOnly = !channel.announcesIntermediateRevisions
             let count = channel.answersSubscriptionWithCount
-                ? await shared.perform { store in store.changeCount(since: since, docIDs: filter, leavesOnly: leavesOnly) }
+                ? await shared.perform { store in store.changeCount(since: since, docIDs: filter, currentOnly: currentOnly) }
                 : 0
             await respond(handle, .subscribed(count: count))
             await serveChanges(since: since, continuous: continuous, docIDs: filter)
@@ -67,13 +67,13 @@ extension PeerSession {
             }
             let result = await receive(doc: doc, rev: rev, history: history, body: body, merged: merged, author: author, ticket: ticket ?? arrivalOrder.take(doc))
             answerReceipt(handle, doc: doc, rev: rev, result)
-            await takeCaughtUpOnceArrived()
+            await settleArrivals()
         case let .getAttachment(digest, offset, length):
             await sendBlob(digest, offset: offset, length: length, to: handle)
         case .norev(let doc, let rev, _, let status, let reason):
             update { $0.revisionsFailed += 1 }
             awaitedArrived(doc, rev)
-            await takeCaughtUpOnceArrived()
+            await settleArrivals()
             // A few are worth a line each; a flood of them is counted (`revisionsFailed`), not
             // logged, so a peer cannot fill the disk through the agent's log.
             if stats.revisionsFailed <= Self.norevsLogged {

@@ -22,7 +22,7 @@ extension PeerSession {
         guard !entries.isEmpty else {
             await respond(handle, .changes([], maxHistory: nil))
             awaited.caughtUpPending = true
-            await takeCaughtUpOnceArrived()
+            await settleArrivals()
             return
         }
         let asked = entries.map { ($0.doc, $0.rev) }
@@ -63,6 +63,7 @@ extension PeerSession {
         }
         for (entry, answer) in zip(entries, answers) where answer == .send {
             guard awaited.expect(entry.doc, entry.rev) else { return await refuseUnsentFlood() }
+            awaited.proposed = true
         }
         let send = answers.filter { $0 == .send }.count
         let refused = answers.filter { $0 == .forbidden }.count
@@ -75,10 +76,17 @@ extension PeerSession {
         await respond(handle, .proposeChanges(answers))
     }
 
-    /// Takes the peer's caught-up (`AwaitedRevisions.caughtUpPending`) once every revision it
-    /// announced before it is here: merges what its pass opened, with its whole history at
-    /// hand, and lets the pull save its checkpoint.
-    func takeCaughtUpOnceArrived() async {
+    /// Once every revision asked for is here: merges what revisions a Couchbase Lite client
+    /// proposed opened (it never says its push is done, so waiting for the end of its pass
+    /// would leave the conflict open while the connection lasts), and takes the peer's
+    /// caught-up (`AwaitedRevisions.caughtUpPending`): merges what its pass opened, with its
+    /// whole history at hand, and lets the pull save its checkpoint.
+    func settleArrivals() async {
+        guard awaited.isEmpty else { return }
+        if awaited.proposed {
+            awaited.proposed = false
+            await shared.resolvePendingConflicts()
+        }
         guard awaited.caughtUpPending, awaited.isEmpty else { return }
         awaited.caughtUpPending = false
         // Everything announced so far is here; what is announced during the merge below is not.
@@ -95,7 +103,7 @@ extension PeerSession {
     }
 
     /// Notes that an awaited revision arrived, was refused or will not come (`norev`); the
-    /// caller then calls `takeCaughtUpOnceArrived` (from the session's own tasks, so that a
+    /// caller then calls `settleArrivals` (from the session's own tasks, so that a
     /// closed session has nothing left running on the folder).
     func awaitedArrived(_ doc: DocumentID, _ rev: RevisionID) {
         awaited.arrived(doc, rev)
@@ -340,7 +348,7 @@ extension PeerSession {
                 }
             }
             budget.stored(group.reduce(0) { $0 + $1.size })
-            await takeCaughtUpOnceArrived()
+            await settleArrivals()
         }
     }
 }

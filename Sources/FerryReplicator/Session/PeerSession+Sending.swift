@@ -53,7 +53,7 @@ extension PeerSession {
     static let changesRetryCeiling = Duration.seconds(4)
 
     /// Announces the revisions after `since` in batches (every one to a ferry peer, those
-    /// without children to a Couchbase Lite client: `announcesIntermediateRevisions`), sends the ones the peer
+    /// current ones to a Couchbase Lite client: `announcesIntermediateRevisions`), sends the ones the peer
     /// wants (pipelined: a batch's revisions go out together and their answers are awaited
     /// together), then says "caught up" (an empty `changes`) unless it announced nothing and
     /// said so already. Continuous: then waits for the log to grow and goes on, until the
@@ -71,13 +71,13 @@ extension PeerSession {
         var caughtUpTold = false
         while !closed {
             let from = cursor
-            let leavesOnly = !channel.announcesIntermediateRevisions
+            let currentOnly = !channel.announcesIntermediateRevisions
             // The count, the pass's end and its first page in one call on the store's thread
             // (a pass after one edit needs no other).
             let (total, passEnd, firstPage) = await shared.perform { store in
                 let end = store.index.lastSeq
-                return (store.changeCount(since: from, docIDs: docIDs, leavesOnly: leavesOnly), end,
-                        store.changesPage(since: from, through: end, limit: Self.changesPageSize, docIDs: docIDs, leavesOnly: leavesOnly))
+                return (store.changeCount(since: from, docIDs: docIDs, currentOnly: currentOnly), end,
+                        store.changesPage(since: from, through: end, limit: Self.changesPageSize, docIDs: docIDs, currentOnly: currentOnly))
             }
             // This side's own count: its progress total (the peer's, on a pull it serves, came
             // with the answer to `subChanges`).
@@ -100,7 +100,7 @@ extension PeerSession {
                 while next == nil, start < page.count || pageFrom != nil {
                     if start >= page.count, let since = pageFrom {
                         (page, pageFrom) = await shared.perform { store in
-                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs, leavesOnly: leavesOnly)
+                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs, currentOnly: currentOnly)
                         }
                         start = 0
                         continue

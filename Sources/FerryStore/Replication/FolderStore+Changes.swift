@@ -28,23 +28,24 @@ extension FolderStore {
     /// intermediate edits, losing branches, merges and the deletions that close branches, so
     /// that peers that have synced hold the same histories (`ferry log`, `show DOC@REV` and
     /// `conflicts` agree), and a merge base is found the same way everywhere. A log in
-    /// sequence order lists every revision after its ancestors. With `leavesOnly`, only the
-    /// revisions without children are listed (what a Couchbase Lite client is sent): a
-    /// document's current revision, its open conflicts, and the merges and the deletions that
-    /// closed them.
-    public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil, leavesOnly: Bool = false) -> [RecordedRevision] {
-        Array(recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? index.lastSeq : nil).prefix(limit).map(Self.recordedRevision))
+    /// sequence order lists every revision after its ancestors. With `currentOnly`, only each
+    /// document's current revision is listed (what a Couchbase Lite client is sent, as Sync
+    /// Gateway sends it): never a revision in between, nor the deletion that closed a merged
+    /// branch. LiteCore takes the last revision it pulls of a document as the server's, so a
+    /// merge followed by that deletion left its document deleted there.
+    public func changes(since: Int, limit: Int = .max, docIDs: Set<DocumentID>? = nil, currentOnly: Bool = false) -> [RecordedRevision] {
+        Array(recorded(since: since, docIDs: docIDs, currentAsOf: currentOnly ? index.lastSeq : nil).prefix(limit).map(Self.recordedRevision))
     }
 
     /// One page of `changes`: the revisions after `since` and up to `through`, `limit` of them
     /// (more only to end with a whole sequence); `next` is the `since` of the following page, nil
     /// when this one is the last. A sender pages through a large folder instead of holding
-    /// every revision it will announce at once. `leavesOnly` as for `changes`, as of `through`
+    /// every revision it will announce at once. `currentOnly` as for `changes`, as of `through`
     /// (`recorded`).
     public func changesPage(since: Int, through: Int, limit: Int, docIDs: Set<DocumentID>? = nil,
-                            leavesOnly: Bool = false) -> (revisions: [RecordedRevision], next: Int?) {
+                            currentOnly: Bool = false) -> (revisions: [RecordedRevision], next: Int?) {
         var page: [RecordedRevision] = []
-        for e in recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? through : nil) {
+        for e in recorded(since: since, docIDs: docIDs, currentAsOf: currentOnly ? through : nil) {
             if e.seq > through { break }
             // A damaged log can repeat a sequence: a page never cuts one in two (the next page
             // starts after it), so it ends only where the sequence changes.
@@ -60,19 +61,19 @@ extension FolderStore {
                          origin: node.origin, object: node.object, author: node.author, pack: node.pack)
     }
 
-    /// How many revisions `changes(since:docIDs:leavesOnly:)` would list, counted without building them:
+    /// How many revisions `changes(since:docIDs:currentOnly:)` would list, counted without building them:
     /// the total a sender announces on `subChanges`, so the subscriber's progress bar knows it
     /// from the start.
-    public func changeCount(since: Int, docIDs: Set<DocumentID>? = nil, leavesOnly: Bool = false) -> Int {
-        recorded(since: since, docIDs: docIDs, leavesAsOf: leavesOnly ? index.lastSeq : nil).reduce(0) { count, _ in count + 1 }
+    public func changeCount(since: Int, docIDs: Set<DocumentID>? = nil, currentOnly: Bool = false) -> Int {
+        recorded(since: since, docIDs: docIDs, currentAsOf: currentOnly ? index.lastSeq : nil).reduce(0) { count, _ in count + 1 }
     }
 
     /// The feed's entries after `since` (of `docIDs` only, if given) with their nodes, lazily:
-    /// what `changes` lists and `changeCount` counts. With `leavesAsOf`, only the revisions
-    /// that had no children once the log reached that sequence: those without children now,
-    /// and, in a document recorded since, those whose children came later (leaving such a
-    /// parent out would leave the document out of a one-shot pass, which ends there).
-    private func recorded(since: Int, docIDs: Set<DocumentID>?, leavesAsOf: Int?) -> some Sequence<FeedRevision> {
+    /// what `changes` lists and `changeCount` counts. With `currentAsOf`, only the revisions
+    /// that were their document's current one once the log reached that sequence
+    /// (`wasCurrent`): in a document recorded since, the one that was current then (leaving it
+    /// out would leave the document out of a one-shot pass, which ends there).
+    private func recorded(since: Int, docIDs: Set<DocumentID>?, currentAsOf: Int?) -> some Sequence<FeedRevision> {
         index.buildFeed()
         let index = self.index
         let lookup = SequenceLookup(index: index)
@@ -83,12 +84,27 @@ extension FolderStore {
             // A revision `compact` took the body of has nothing to send: a peer learns its id
             // from its descendants' histories (announced, it would be a 410 and a failure).
             if node.object == nil && !node.deleted { return nil }
-            if let leavesAsOf {
-                let tree = index.tree(of: e)
-                guard tree.isLeaf(node.rev) || (tree.newestSeq > leavesAsOf && !tree.hasChild(node.rev, recordedThrough: leavesAsOf)) else { return nil }
+            if let currentAsOf {
+                guard Self.wasCurrent(node, in: index.tree(of: e), asOf: currentAsOf) else { return nil }
             }
             return FeedRevision(seq: e.seq, doc: doc, node: node)
         }
+    }
+
+    /// Whether `node` was its document's current revision (the winning leaf, `WinnerRule`) once
+    /// the log reached `seq`: the current one now, unless the document was recorded since;
+    /// then the best of the revisions that had no children at that sequence.
+    static func wasCurrent(_ node: RevisionNode, in tree: RevisionTree, asOf seq: Int) -> Bool {
+        if tree.newestSeq <= seq { return tree.current?.rev == node.rev }
+        guard node.seq <= seq, !tree.hasChild(node.rev, recordedThrough: seq) else { return false }
+        var beaten = false
+        tree.forEachNode { other in
+            guard !beaten, other.seq != 0, other.seq <= seq, other.rev != node.rev,
+                  WinnerRule.beats((other.rev, other.deleted), (node.rev, node.deleted)),
+                  !tree.hasChild(other.rev, recordedThrough: seq) else { return }
+            beaten = true
+        }
+        return !beaten
     }
 
     /// A feed entry with its document and its node.
