@@ -7,7 +7,8 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
     /// Retry or stop (SPEC §4).
     public let failureKind: FailureKind
 
-    /// True when the peer refuses every push (403: a read-only listener); its pull may go on.
+    /// True when the peer refuses every push (403: a read-only listener; 409: a Couchbase Lite
+    /// that takes only `proposeChanges`); its pull may go on.
     public let refusesPush: Bool
 
     /// An error; transient unless said otherwise.
@@ -17,9 +18,13 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
         self.refusesPush = false
     }
 
-    /// The peer refused this side's push for good (403): permanent for a push alone.
-    public static func pushRefused(_ message: String) -> ReplicationError {
-        ReplicationError(message: "the peer refused the push (403): \(message)")
+    /// The peer refused this side's push for good (`status` 403 or 409): permanent for a push
+    /// alone. A 409 for the whole `changes` message comes from a Couchbase Lite (or Sync
+    /// Gateway) that refuses conflicts and takes pushes only as `proposeChanges`, which
+    /// ferry's active side does not send: retrying would be refused the same way.
+    public static func pushRefused(status: Int, _ message: String) -> ReplicationError {
+        let why = status == 409 ? "; it takes only proposeChanges, which ferry does not send yet (docs/interop.md)" : ""
+        return ReplicationError(message: "the peer refused the push (\(status)): \(message)\(why)")
     }
 
     private init(message: String) {

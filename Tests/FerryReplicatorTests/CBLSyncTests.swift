@@ -266,6 +266,54 @@ import FerryTesting
         await served.end()
     }
 
+    /// A passive Couchbase Lite that refuses conflicts answers ferry's push (`changes`) with
+    /// 409, as it will every time: the push stops for good with a sentence that says why, and
+    /// the pull still runs. It was taken for a passing failure, and with the pull caught up
+    /// each time, the replication reconnected every half second for ever (LiteCore 3.0.1 with
+    /// `noIncomingConflicts`, by hand).
+    @Test func aPushAPeerRefusesWith409StopsForGood() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("laptop")
+        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
+        try tmp.write("laptop/note.json", #"{"v": 1}"#)
+        #expect(try FerryProcess.ferry(["scan"], in: folder).status == 0)
+        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .active, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared),
+                                 remotePeer: "desk")
+        let session = PeerSession(channel: channel, shared: shared, logger: logger)
+        let peer = BLIPPeer(theirs)
+        let reading = Task { await session.run() }
+        let playing = Task {
+            while let m = try await peer.receive() {
+                guard m.type == .request else { continue }
+                switch m.profile {
+                case "getCheckpoint": try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 404, message: "missing")))
+                case "subChanges":
+                    try peer.send(.response(to: m))
+                    try peer.send(.request(profile: "changes", body: Array("[]".utf8)))
+                case "changes": try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 409, message: "conflicts are not allowed")))
+                default: if !m.flags.contains(.noReply) { try peer.send(.response(to: m)) }
+                }
+            }
+        }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            await channel.close(code: 4000, reason: "test timed out")
+        }
+        var thrown: ReplicationError?
+        do { try await session.replicate(.both, continuous: false) } catch let error as ReplicationError { thrown = error }
+        watchdog.cancel()
+        let stats = await session.stats
+        await session.close()
+        await reading.value
+        _ = try? await playing.value
+        #expect(thrown?.failureKind == .permanent && thrown?.refusesPush == true, "\(String(describing: thrown))")
+        #expect(thrown?.message.hasPrefix("the peer refused the push (409): conflicts are not allowed; it takes only proposeChanges") == true,
+                "\(String(describing: thrown))")
+        #expect(stats.pullCaughtUp)
+    }
+
     @Test func hostileRevisionsAreRefusedWithoutWritingAnything() async throws {
         var limits = CBLLimits()
         limits.maxBodyBytes = 1 << 16

@@ -152,7 +152,7 @@ extension PeerSession {
         let batch = announced.batch
         let answer = try await response(announced.answer, to: "changes")
         if case let .error(status, message) = answer {
-            if status == 403 { throw ReplicationError.pushRefused(message) }
+            if status == 403 || status == 409 { throw ReplicationError.pushRefused(status: status, message) }
             throw ReplicationError("the peer refused the push (\(status)): \(message)")
         }
         guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
