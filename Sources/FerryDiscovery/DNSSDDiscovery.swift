@@ -22,7 +22,7 @@ public final class DNSSDDiscovery: Discovery {
     /// A name another service holds (two folders of one database on one host) is tried again
     /// as "NAME #2", "NAME #3"…, as Bonjour does by itself and Avahi's compatibility layer
     /// does not (it fails with a name conflict); NAME is cut to leave room for the number
-    /// (`ServiceAdvertisement.name(_:suffix:)`).
+    /// (`ServiceAdvertisement.name(_:suffix:within:)`).
     public func advertise(_ service: ServiceAdvertisement) async throws -> Advertisement {
         try await onOwnThread { cancellation in
             for attempt in 1...Self.maxNameAttempts {

@@ -23,7 +23,7 @@ public struct ServiceAdvertisement: Sendable, Equatable {
     /// `base` followed by `suffix`, `base` cut at a character boundary where both would not
     /// fit in `bytes` (a `suffix` too long for any of `base` is cut instead).
     public static func name(_ base: String, suffix: String = "", within bytes: Int = maxNameBytes) -> String {
-        let room = bytes - suffix.utf8.count
+        let bytes = max(0, bytes), room = bytes - suffix.utf8.count
         guard room >= 0 else { return name(base + suffix, within: bytes) }
         var cut = ""
         for character in base {

@@ -19,9 +19,13 @@ import FerryCore
         return nil
     }
 
-    func refusal(_ message: BLIPMessage) -> BLIPErrorReply? {
-        if case .refused(let e) = CBLRequestDecoding.decode(message, limits: limits) { return e }
-        return nil
+    /// The ERR the channel answers `message` with, if it refuses it (a refused `rev` whose id
+    /// and revision could be read also goes to the session as a `norev`).
+    func refusal(_ message: BLIPMessage, limits: CBLLimits? = nil) -> BLIPErrorReply? {
+        switch CBLRequestDecoding.decode(message, limits: limits ?? self.limits) {
+        case .refused(let e), .refusedRevision(_, _, _, let e): return e
+        default: return nil
+        }
     }
 
     @Test func checkpointsBothWays() throws {
@@ -162,7 +166,7 @@ import FerryCore
         #expect(ids.count == 1_000)
         #expect(ids.first == longest[1].description && ids[998] == longest[999].description && ids.last == longest[5_000].description)
         #expect(throws: Never.self) { try deep.properties.encoded(limits: limits.blip) }
-        guard case .refused(let why) = CBLRequestDecoding.decode(deep, limits: limits) else { Issue.record("a history with a gap decoded"); return }
+        guard let why = refusal(deep) else { Issue.record("a history with a gap decoded"); return }
         #expect(why.code == 400 && why.message.contains("generation"), "\(why)")
         let whole = try CBLRequestEncoding.encode(.rev(doc: try DocumentID("deep.json"), rev: longest[0], history: Array(longest[1...1_000]),
                                                        sequence: 10, body: .json(["n": 1])), aliases: aliases)
@@ -187,7 +191,7 @@ import FerryCore
         }
         var small = CBLLimits()
         small.maxBodyBytes = 10
-        guard case .refused(let e) = CBLRequestDecoding.decode(request("rev", ["id": "a1", "rev": good], #"{"text":"longer than ten bytes"}"#), limits: small) else {
+        guard let e = refusal(request("rev", ["id": "a1", "rev": good], #"{"text":"longer than ten bytes"}"#), limits: small) else {
             Issue.record("oversized body taken"); return
         }
         #expect(e.code == 400 && e.message.contains("over 10"))

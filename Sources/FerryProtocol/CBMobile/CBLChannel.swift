@@ -114,9 +114,16 @@ public final class CBLChannel: ReplicationChannel {
         func refuse(_ reply: BLIPErrorReply) -> (UInt16, String)? {
             noReply ? nil : queue(CBLChannelState.errorMessage(number: number, urgent: urgent, reply), &s).failure
         }
+        /// Refuses a `rev` and hands the session its `norev` (answered here already).
+        func refuseRevision(_ doc: DocumentID, _ rev: RevisionID, sequence: Int, _ reply: BLIPErrorReply) -> (UInt16, String)? {
+            s.arrivals.append(CBLChannelState.norevArrival(number: number, size: size, doc: doc, rev: rev, sequence: sequence, reply))
+            return refuse(reply)
+        }
         switch CBLRequestDecoding.decode(message, limits: limits) {
         case .refused(let reply):
             return refuse(reply)
+        case let .refusedRevision(doc, rev, sequence, reply):
+            return refuseRevision(doc, rev, sequence: sequence, reply)
         case let .request(request, kept, total):
             s.learnPeer(from: request)
             if !noReply { s.answering[number] = CBLAnswering(urgent: urgent, kept: kept, total: total) }
@@ -137,7 +144,9 @@ public final class CBLChannel: ReplicationChannel {
                 for sha1 in missing where !s.fetching.contains(sha1) {
                     // The SHA-256 of a blob is only known from its bytes: fetch it first.
                     let fetch = BLIPMessage.request(profile: "getAttachment", properties: ["digest": sha1.description, "docID": rev.cblID])
-                    guard let fetched = try? s.mux.send(fetch) else { return refuse(CBLResponses.error(status: 400, message: "cannot ask for \(sha1)")) }
+                    guard let fetched = try? s.mux.send(fetch) else {
+                        return refuseRevision(rev.doc, rev.rev, sequence: rev.sequence, CBLResponses.error(status: 400, message: "cannot ask for \(sha1)"))
+                    }
                     s.awaiting[fetched] = .alias(sha1)
                     s.fetching.insert(sha1)
                     s.remember(sha1, in: rev.cblID)
@@ -146,7 +155,8 @@ public final class CBLChannel: ReplicationChannel {
                 s.arrivals.append(CBLArrival(number: number, noReply: noReply, size: size, state: arrivalState))
                 return drain(&s)
             } catch {
-                return refuse(CBLResponses.error(status: error.status == 404 ? 400 : error.status, message: "rejected \(rev.doc)@\(rev.rev): \(error.message)"))
+                return refuseRevision(rev.doc, rev.rev, sequence: rev.sequence,
+                                      CBLResponses.error(status: error.status == 404 ? 400 : error.status, message: "rejected \(rev.doc)@\(rev.rev): \(error.message)"))
             }
         }
         return nil
@@ -202,11 +212,13 @@ public final class CBLChannel: ReplicationChannel {
                 case .success(let request)?:
                     s.arrivals[i].state = .ready(request)
                 case .failure(let error)?:
-                    s.arrivals[i].state = .dropped
                     let arrival = s.arrivals[i]
+                    let reply = CBLResponses.error(status: error.status, message: "rejected \(rev.doc)@\(rev.rev): \(error.message)")
+                    // The session gets a `norev` in its place: a pull that asked for it stops waiting.
+                    s.arrivals[i] = CBLChannelState.norevArrival(number: arrival.number, size: arrival.size, doc: rev.doc, rev: rev.rev,
+                                                                 sequence: rev.sequence, reply)
                     if let answering = s.answering.removeValue(forKey: arrival.number), !arrival.noReply {
-                        let message = CBLChannelState.errorMessage(number: arrival.number, urgent: answering.urgent,
-                                                                   CBLResponses.error(status: error.status, message: "rejected \(rev.doc)@\(rev.rev): \(error.message)"))
+                        let message = CBLChannelState.errorMessage(number: arrival.number, urgent: answering.urgent, reply)
                         if let failure = queue(message, &s).failure { return failure }
                     }
                 }

@@ -6,7 +6,6 @@ struct CBLArrival {
     enum State {
         case ready(Request)
         case waiting(CBLIncomingRev, missing: Set<CBLBlobDigest>)
-        case dropped
     }
     let number: UInt64
     let noReply: Bool
@@ -110,12 +109,16 @@ struct CBLChannelState {
         self.remotePeer = remotePeer
     }
 
+    /// A `norev` for a `rev` the channel refused (its ERR sent by the channel): never answered.
+    static func norevArrival(number: UInt64, size: Int, doc: DocumentID, rev: RevisionID, sequence: Int, _ reply: BLIPErrorReply) -> CBLArrival {
+        CBLArrival(number: number, noReply: true, size: size,
+                   state: .ready(.norev(doc: doc, rev: rev, sequence: sequence, status: Int(reply.code), reason: reply.message)))
+    }
+
     /// The first request at the head of the arrivals, if it is ready.
     mutating func takeArrival() -> IncomingRequest? {
         while let head = arrivals.first {
             switch head.state {
-            case .dropped:
-                arrivals.removeFirst()
             case .waiting:
                 // A blob request never waits behind a waiting `rev`: that `rev` may be waiting
                 // for the peer's answer to this side's own blob request, which the peer may hold

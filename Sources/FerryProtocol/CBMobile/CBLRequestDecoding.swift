@@ -44,6 +44,9 @@ enum CBLIncoming: Sendable {
     case attachment(sha1: CBLBlobDigest, docID: String?, compress: Bool, proofNonce: [UInt8]? = nil)
     /// Refused: the ERR to answer.
     case refused(BLIPErrorReply)
+    /// A `rev` refused (the ERR to answer) whose document and revision could be read: the
+    /// session is also handed a `norev` for it, so that a pull that asked for it stops waiting.
+    case refusedRevision(doc: DocumentID, rev: RevisionID, sequence: Int, BLIPErrorReply)
 }
 
 /// Couchbase Lite's requests (CBMobile_2/_3) as ferry's, every property and body checked.
@@ -193,36 +196,39 @@ enum CBLRequestDecoding {
         let doc: DocumentID
         do { doc = try CBLDocumentIDs.ferryID(id) } catch { return bad("rejected \(String(id.prefix(80))): \(error.message)") }
         guard let rev = p["rev"].flatMap({ try? RevisionID($0) }) else { return bad("rev \(String(id.prefix(80))) has no valid rev id") }
+        let sequence = max(0, p["sequence"].flatMap { Int($0) } ?? 0)
+        func refusedRev(_ message: String) -> CBLIncoming {
+            .refusedRevision(doc: doc, rev: rev, sequence: sequence, BLIPErrorReply(domain: "BLIP", code: 400, message: message))
+        }
         var history: [RevisionID] = []
         if let text = p["history"], !text.isEmpty {
             let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-            guard parts.count <= limits.maxHistory else { return bad("a history of \(parts.count) revisions, over \(limits.maxHistory)") }
+            guard parts.count <= limits.maxHistory else { return refusedRev("a history of \(parts.count) revisions, over \(limits.maxHistory)") }
             for part in parts {
-                guard let r = try? RevisionID(String(part)) else { return bad("rev \(String(id.prefix(80))) has an invalid history") }
+                guard let r = try? RevisionID(String(part)) else { return refusedRev("rev \(String(id.prefix(80))) has an invalid history") }
                 history.append(r)
             }
         }
         // History is parent first, one generation apart: anything else lies about the tree.
         for (i, ancestor) in history.enumerated() where ancestor.generation != rev.generation - 1 - i {
-            return bad("the history of \(String(id.prefix(80)))@\(rev) does not descend one generation at a time")
+            return refusedRev("the history of \(String(id.prefix(80)))@\(rev) does not descend one generation at a time")
         }
         let deleted = isTrue(p["deleted"])
-        guard message.body.count <= limits.maxBodyBytes else { return bad("a body of \(message.body.count) bytes, over \(limits.maxBodyBytes)") }
+        guard message.body.count <= limits.maxBodyBytes else { return refusedRev("a body of \(message.body.count) bytes, over \(limits.maxBodyBytes)") }
         var body: JSONValue = .object([:])
         // A deletion's body (Couchbase Lite sends `{}`) carries nothing ferry keeps.
         if !deleted {
             guard let parsed = try? JSONParser.parse(message.body), parsed.objectValue != nil else {
-                return bad("the body of \(String(id.prefix(80)))@\(rev) is not a JSON object")
+                return refusedRev("the body of \(String(id.prefix(80)))@\(rev) is not a JSON object")
             }
             body = parsed
         }
         var merged: RevisionID?
         if let text = p[CBLRequestEncoding.mergedProperty] {
-            guard let m = try? RevisionID(text), !history.isEmpty else { return bad("an invalid merged revision") }
+            guard let m = try? RevisionID(text), !history.isEmpty else { return refusedRev("an invalid merged revision") }
             merged = m
         }
-        let sequence = p["sequence"].flatMap { Int($0) } ?? 0
-        return .rev(CBLIncomingRev(doc: doc, cblID: id, rev: rev, history: history, sequence: max(0, sequence),
+        return .rev(CBLIncomingRev(doc: doc, cblID: id, rev: rev, history: history, sequence: sequence,
                                    deleted: deleted, body: body, merged: merged))
     }
 }

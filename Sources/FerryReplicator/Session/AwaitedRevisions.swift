@@ -1,17 +1,22 @@
 import FerryCore
 
-/// The revisions a session asked its peer for and has not received yet. A pull has caught up
-/// only once they are all here: Couchbase Lite says it has (an empty `changes`) as soon as
-/// its last batch of changes is answered, before it sends that batch's revisions, so a
-/// checkpoint saved then would skip revisions that never arrived.
+/// The revisions a session asked its peer for and have not come yet. A pull has caught up only
+/// once each has come (stored, or refused with its answer telling the peer, or given up with a
+/// `norev`): Couchbase Lite says it has caught up (an empty `changes`) right after its last
+/// batch of changes, before it sends that batch's revisions, so a checkpoint saved then would
+/// skip revisions that never arrived.
 struct AwaitedRevisions {
     private var keys: Set<Key> = []
-    /// The peer said it has caught up while revisions were still awaited: the caught-up is
-    /// taken once they have all arrived.
+    /// How many of `keys` each document has.
+    private var perDocument: [DocumentID: Int] = [:]
+    /// The peer said it has caught up while revisions were still awaited (or a `changes` was
+    /// still being answered): the caught-up is taken once they have all arrived.
     var caughtUpPending = false
-    /// Revisions were proposed (`proposeChanges`) since conflicts were last resolved: once
-    /// they are here, what they opened is merged.
-    var proposed = false
+    /// `changes` messages being answered: their wanted revisions are not expected yet.
+    var answering = 0
+    /// Documents a Couchbase Lite client proposed revisions of (`proposeChanges`): once none of
+    /// their revisions is awaited, the conflicts they opened are merged (its pass never ends).
+    private var proposed: Set<DocumentID> = []
     /// Most revisions a peer may leave unsent: ferry keeps three batches of 500 in flight, and
     /// Couchbase Lite fewer.
     static let capacity = 100_000
@@ -21,19 +26,30 @@ struct AwaitedRevisions {
         let rev: RevisionID
     }
 
-    /// Notes that `rev` of `doc` was asked for; false when the peer already left `capacity`
-    /// revisions unsent.
-    mutating func expect(_ doc: DocumentID, _ rev: RevisionID) -> Bool {
+    /// Notes that `rev` of `doc` was asked for (`proposed`: in answer to `proposeChanges`);
+    /// false when the peer already left `capacity` revisions unsent.
+    mutating func expect(_ doc: DocumentID, _ rev: RevisionID, proposed: Bool = false) -> Bool {
         guard keys.count < Self.capacity else { return false }
-        keys.insert(Key(doc: doc, rev: rev))
+        if keys.insert(Key(doc: doc, rev: rev)).inserted { perDocument[doc, default: 0] += 1 }
+        if proposed { self.proposed.insert(doc) }
         return true
     }
 
-    /// Notes that `rev` of `doc` arrived (stored or refused) or the peer said it cannot send it.
+    /// Notes that `rev` of `doc` arrived (stored or refused), that the peer said it cannot
+    /// send it (`norev`), or that it is here already (announced again, not wanted).
     mutating func arrived(_ doc: DocumentID, _ rev: RevisionID) {
-        keys.remove(Key(doc: doc, rev: rev))
+        guard keys.remove(Key(doc: doc, rev: rev)) != nil else { return }
+        let left = (perDocument[doc] ?? 1) - 1
+        perDocument[doc] = left > 0 ? left : nil
     }
 
-    /// True when nothing asked for is still on its way.
-    var isEmpty: Bool { keys.isEmpty }
+    /// The proposed documents none of whose revisions is awaited any more, taken.
+    mutating func takeSettledProposals() -> Set<DocumentID> {
+        let settled = proposed.filter { perDocument[$0] == nil }
+        proposed.subtract(settled)
+        return settled
+    }
+
+    /// True when nothing asked for is still on its way and no `changes` is being answered.
+    var isSettled: Bool { keys.isEmpty && answering == 0 }
 }

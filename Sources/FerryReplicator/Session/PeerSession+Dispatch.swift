@@ -72,14 +72,14 @@ extension PeerSession {
             await sendBlob(digest, offset: offset, length: length, to: handle)
         case .norev(let doc, let rev, _, let status, let reason):
             update { $0.revisionsFailed += 1 }
-            awaitedArrived(doc, rev)
-            await settleArrivals()
             // A few are worth a line each; a flood of them is counted (`revisionsFailed`), not
             // logged, so a peer cannot fill the disk through the agent's log.
             if stats.revisionsFailed <= Self.norevsLogged {
                 logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
             }
             if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
+            awaitedArrived(doc, rev)
+            await settleArrivals()
         case .hello:
             break  // the channel handles its handshake
         }

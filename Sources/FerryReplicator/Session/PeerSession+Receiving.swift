@@ -29,8 +29,14 @@ extension PeerSession {
         let answers: [ChangeAnswer] = await shared.perform { store in
             asked.map { doc, rev in store.knownAncestors(of: rev, doc: doc).map { .wanted(knownAncestors: $0) } ?? .notWanted }
         }
-        for (entry, answer) in zip(entries, answers) where answer != .notWanted {
-            guard awaited.expect(entry.doc, entry.rev) else { return await refuseUnsentFlood() }
+        for (entry, answer) in zip(entries, answers) {
+            if answer == .notWanted {
+                // Here already: if it was asked for before (announced again after a pass that
+                // failed on the peer's side) and came another way, it is no longer awaited.
+                awaited.arrived(entry.doc, entry.rev)
+            } else if !awaited.expect(entry.doc, entry.rev) {
+                return await refuseUnsentFlood()
+            }
         }
         highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
         let wanted = answers.filter { $0 != .notWanted }.count
@@ -42,6 +48,13 @@ extension PeerSession {
             if wanted > 0 { $0.pullCaughtUp = false }
         }
         await respond(handle, .changes(answers, maxHistory: nil))
+    }
+
+    /// A `changes` that announced revisions has been answered (`AwaitedRevisions.answering`,
+    /// counted as it arrived): a "caught up" that came meanwhile may be taken now.
+    func changesAnswered() async {
+        awaited.answering -= 1
+        await settleArrivals()
     }
 
     /// Answers `proposeChanges` the way Couchbase Lite does: send (0), already here (304), or
@@ -62,8 +75,7 @@ extension PeerSession {
             }
         }
         for (entry, answer) in zip(entries, answers) where answer == .send {
-            guard awaited.expect(entry.doc, entry.rev) else { return await refuseUnsentFlood() }
-            awaited.proposed = true
+            guard awaited.expect(entry.doc, entry.rev, proposed: true) else { return await refuseUnsentFlood() }
         }
         let send = answers.filter { $0 == .send }.count
         let refused = answers.filter { $0 == .forbidden }.count
@@ -76,22 +88,20 @@ extension PeerSession {
         await respond(handle, .proposeChanges(answers))
     }
 
-    /// Once every revision asked for is here: merges what revisions a Couchbase Lite client
-    /// proposed opened (it never says its push is done, so waiting for the end of its pass
-    /// would leave the conflict open while the connection lasts), and takes the peer's
-    /// caught-up (`AwaitedRevisions.caughtUpPending`): merges what its pass opened, with its
-    /// whole history at hand, and lets the pull save its checkpoint.
+    /// Merges the conflicts opened by the revisions a Couchbase Lite client proposed, per
+    /// document once none of its revisions is awaited (a Couchbase Lite pusher never says its
+    /// push is done: waiting for the end of its pass would leave them open while the
+    /// connection lasts). Then takes the peer's caught-up (`AwaitedRevisions.caughtUpPending`)
+    /// once every revision it announced before it is here: merges what its pass opened, with
+    /// its whole history at hand, and lets the pull save its checkpoint.
     func settleArrivals() async {
-        guard awaited.isEmpty else { return }
-        if awaited.proposed {
-            awaited.proposed = false
-            await shared.resolvePendingConflicts()
-        }
-        guard awaited.caughtUpPending, awaited.isEmpty else { return }
+        let settled = awaited.takeSettledProposals()
+        if !settled.isEmpty { await shared.resolvePendingConflicts(of: settled) }
+        guard awaited.caughtUpPending, awaited.isSettled else { return }
         awaited.caughtUpPending = false
-        // Everything announced so far is here; what is announced during the merge below is not.
+        // Everything announced so far is here; what is announced during the merge below is
+        // not, and its answer may set the status back (so the status is set first).
         let reached = highestSequenceAnnounced
-        await shared.resolvePendingConflicts()
         let unannounced = max(pullUnannounced, 0)
         pullUnannounced = 0
         update {
@@ -99,6 +109,7 @@ extension PeerSession {
             $0.receivingChanges = true
             $0.revisionsOffered -= unannounced
         }
+        await shared.resolvePendingConflicts()
         caughtUpWaiter?.yield(reached)
     }
 

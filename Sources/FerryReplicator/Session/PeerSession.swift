@@ -130,8 +130,15 @@ public actor PeerSession {
                     if !receiveAtOnce(incoming) {
                         var ticket: Int?
                         if case .rev(let doc, _, _, _, _, _, _) = incoming.request, !readOnly, relatedness == nil { ticket = arrivalOrder.take(doc) }
+                        // Counted here, in the order they came: a "caught up" the peer sends
+                        // before this is answered (Couchbase Lite does) must wait for it, even
+                        // when its own task runs first.
+                        var announces = false
+                        if case .changes(let entries) = incoming.request, !entries.isEmpty { announces = true }
+                        if announces { awaited.answering += 1 }
                         group.addTask {
                             await self.serve(incoming, ticket: ticket)
+                            if announces { await self.changesAnswered() }
                             await self.requestFinished()
                         }
                     }

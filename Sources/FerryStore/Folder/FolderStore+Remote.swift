@@ -377,10 +377,12 @@ extension FolderStore {
 
     /// Resolves the conflicts left open by `insertRemote(resolve: false)` (a peer's pass has
     /// ended) and writes each document's file: first any unrecorded save, as a child of what
-    /// the file held, then the merge. Returns every entry recorded.
-    public func resolvePendingConflicts() throws(StoreError) -> [LogEntry] {
+    /// the file held, then the merge. Returns every entry recorded. `docs`: only those
+    /// documents' (a Couchbase Lite client's proposals are in; other peers' passes go on).
+    public func resolvePendingConflicts(of docs: Set<DocumentID>? = nil) throws(StoreError) -> [LogEntry] {
         var made: [LogEntry] = []
-        for doc in unresolved.sorted() {
+        let chosen = docs.map { unresolved.intersection($0) } ?? unresolved
+        for doc in chosen.sorted() {
             let whenMissing: MissingFile = deletionsAwaitWatcher ? .wait : .recordDeletion
             let (outcome, fingerprint) = try ingestBeforeWriting(doc, whenMissing: whenMissing)
             if case .recorded(let e) = outcome { made.append(e) }
@@ -392,7 +394,7 @@ extension FolderStore {
             default: _ = try materialize(doc, expecting: fingerprint, knownBody: nil, preparedFile: nil, lookedJustNow: fingerprint == nil)
             }
         }
-        unresolved.removeAll()
+        unresolved.subtract(chosen)
         if objects.batch == nil { try saveFileBasesIfChanged() }
         return made
     }

@@ -188,11 +188,11 @@ public actor SharedStore {
     }
 
     /// Resolves the conflicts a peer's pass left open (it has caught up, or its connection
-    /// ended) and writes their files.
-    public func resolvePendingConflicts() {
+    /// ended) and writes their files; `docs`: only those documents' (`FolderStore`).
+    public func resolvePendingConflicts(of docs: Set<DocumentID>? = nil) {
         defer { publish() }
-        guard !store.unresolved.isEmpty else { return }
-        do { _ = try store.batch { try store.resolvePendingConflicts() } } catch {
+        guard docs.map({ !store.unresolved.isDisjoint(with: $0) }) ?? !store.unresolved.isEmpty else { return }
+        do { _ = try store.batch { try store.resolvePendingConflicts(of: docs) } } catch {
             // Left open: the next pass that announces revisions, a save or a start resolves them.
             store.logger.error("could not resolve conflicts", metadata: ["error": "\(error)"])
         }

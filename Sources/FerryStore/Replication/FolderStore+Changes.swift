@@ -77,7 +77,10 @@ extension FolderStore {
         index.buildFeed()
         let index = self.index
         let lookup = SequenceLookup(index: index)
-        return index.feed(after: since).lazy.compactMap { e in
+        // As of a sequence, nothing after it is listed: a page stops there instead of looking
+        // at every entry recorded since its pass began.
+        let entries = currentAsOf.map { last in index.feed(after: since).prefix { $0.seq <= last } } ?? index.feed(after: since)
+        return entries.lazy.compactMap { e in
             let doc = index.document(of: e)
             if let docIDs, !docIDs.contains(doc) { return nil }
             guard let node = lookup.node(e) else { return nil }
@@ -96,15 +99,19 @@ extension FolderStore {
     /// then the best of the revisions that had no children at that sequence.
     static func wasCurrent(_ node: RevisionNode, in tree: RevisionTree, asOf seq: Int) -> Bool {
         if tree.newestSeq <= seq { return tree.current?.rev == node.rev }
-        guard node.seq <= seq, !tree.hasChild(node.rev, recordedThrough: seq) else { return false }
-        var beaten = false
-        tree.forEachNode { other in
-            guard !beaten, other.seq != 0, other.seq <= seq, other.rev != node.rev,
-                  WinnerRule.beats((other.rev, other.deleted), (node.rev, node.deleted)),
-                  !tree.hasChild(other.rev, recordedThrough: seq) else { return }
-            beaten = true
+        guard node.seq <= seq else { return false }
+        // Rare (a document edited while a pass runs): its revisions recorded by then, and
+        // which of them had a child by then, found exactly (`hasChild` only looks a few lines
+        // ahead, and a live ancestor taken for a leaf would beat a deletion).
+        var recorded: [RevisionNode] = []
+        var parents = Set<RevisionID>()
+        tree.forEachNode { n in
+            guard n.seq != 0, n.seq <= seq else { return }
+            recorded.append(n)
+            if let parent = n.parent { parents.insert(parent) }
         }
-        return !beaten
+        let leaves = recorded.filter { !parents.contains($0.rev) }
+        return WinnerRule.ranked(leaves) { ($0.rev, $0.deleted) }.first?.rev == node.rev
     }
 
     /// A feed entry with its document and its node.
