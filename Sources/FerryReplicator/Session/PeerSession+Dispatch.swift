@@ -78,7 +78,7 @@ extension PeerSession {
                 logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
             }
             if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
-            awaitedArrived(doc, rev)
+            awaited.arrived(doc, rev)
             await settleArrivals()
         case .hello:
             break  // the channel handles its handshake

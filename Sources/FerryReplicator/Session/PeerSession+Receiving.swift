@@ -113,13 +113,6 @@ extension PeerSession {
         caughtUpWaiter?.yield(reached)
     }
 
-    /// Notes that an awaited revision arrived, was refused or will not come (`norev`); the
-    /// caller then calls `settleArrivals` (from the session's own tasks, so that a
-    /// closed session has nothing left running on the folder).
-    func awaitedArrived(_ doc: DocumentID, _ rev: RevisionID) {
-        awaited.arrived(doc, rev)
-    }
-
     /// Closes a connection whose peer announced more revisions than it sends
     /// (`AwaitedRevisions.capacity`): their keys would grow without bound.
     private func refuseUnsentFlood() async {
@@ -190,7 +183,8 @@ extension PeerSession {
 
     /// Counts a received revision and answers its request (an error status when refused).
     func answerReceipt(_ handle: RequestHandle, doc: DocumentID, rev: RevisionID, _ result: Result<[LogEntry], ReceiveFailure>) {
-        defer { awaitedArrived(doc, rev) }
+        // Its caller then settles (`settleArrivals`), from the session's own task.
+        defer { awaited.arrived(doc, rev) }
         var response = Response.ok
         switch result {
         case .success:

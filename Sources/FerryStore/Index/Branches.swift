@@ -88,26 +88,6 @@ struct Branches: Sendable {
     /// True when `rev` is known and has no children.
     func isLeaf(_ rev: RevisionID) -> Bool { position(of: rev).map(leaves.contains) ?? false }
 
-    /// True when a child of `rev` has a log line after `rev`'s and at most `through`, among
-    /// the next `hasChildLookahead` lines of the document; false otherwise, which a caller
-    /// may only take as "perhaps none" (a child recorded before it, one known only as
-    /// history, or one further on is not looked for). In a history the child is the next
-    /// line; the bound keeps a document whose revisions' children are history only (a
-    /// Couchbase Lite peer's pushes) from costing a walk to `through` per revision.
-    func hasChild(_ rev: RevisionID, recordedThrough through: Int) -> Bool {
-        guard let p = position(of: rev) else { return false }
-        var slot = firstSeqSlot(notBelow: stored[Int(p)].seq + 1)
-        let end = min(bySeq.count, slot + Self.hasChildLookahead)
-        while slot < end, stored[Int(bySeq[slot])].seq <= through {
-            if parentLinks[Int(bySeq[slot])] == p { return true }
-            slot += 1
-        }
-        return false
-    }
-
-    /// Lines of the document `hasChild` looks at.
-    static let hasChildLookahead = 64
-
     /// The highest sequence of a node (0 while none has a log line).
     var newestSeq: Int { newestPosition < 0 ? 0 : stored[Int(newestPosition)].seq }
 

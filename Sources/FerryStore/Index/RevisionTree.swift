@@ -206,13 +206,6 @@ public struct RevisionTree: Sendable {
         }
     }
 
-    /// True when a child of `rev` was recorded after it and at most at sequence `through`
-    /// (false: perhaps none; `Branches.hasChild`).
-    public func hasChild(_ rev: RevisionID, recordedThrough through: Int) -> Bool {
-        guard case .many(let b) = shape else { return false }
-        return b.value.hasChild(rev, recordedThrough: through)
-    }
-
     /// The highest sequence of its revisions' log lines (0 when none has one).
     public var newestSeq: Int {
         switch shape {

@@ -101,8 +101,8 @@ extension FolderStore {
         if tree.newestSeq <= seq { return tree.current?.rev == node.rev }
         guard node.seq <= seq else { return false }
         // Rare (a document edited while a pass runs): its revisions recorded by then, and
-        // which of them had a child by then, found exactly (`hasChild` only looks a few lines
-        // ahead, and a live ancestor taken for a leaf would beat a deletion).
+        // which of them had a child by then, found exactly (a live ancestor taken for a leaf
+        // would beat a deletion).
         var recorded: [RevisionNode] = []
         var parents = Set<RevisionID>()
         tree.forEachNode { n in
