@@ -22,6 +22,27 @@ import Testing
         return r.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
     }
 
+    /// Two agents of `a` and `b` on this host with the default service name, each waited for
+    /// until it says it is advertised.
+    func twoAdvertisedAgents(_ a: String, _ b: String, type: String) throws -> (RunningAgent, RunningAgent) {
+        let first = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+        #expect(eventually(10) { first.log().contains("advertised over DNS-SD") }, "\(first.log())")
+        let second = try RunningAgent(folder: b, arguments: ["--interface", "127.0.0.1", "--service-type", type])
+        #expect(eventually(15) { second.log().contains("advertised over DNS-SD") }, "\(second.log())")
+        return (first, second)
+    }
+
+    /// What `ferry peers --json` lists for `type`, asked again (bounded) until `enough` holds.
+    func peers(_ type: String, until enough: ([[String: Any]]) -> Bool) -> [[String: Any]] {
+        var found: [[String: Any]] = []
+        #expect(eventually(10) {
+            let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
+            found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
+            return enough(found)
+        }, "\(found)")
+        return found
+    }
+
     @Test func aRunningListenerIsAdvertisedWithItsPortAndTXTAndWithdrawnWhenItStops() async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()
@@ -60,10 +81,7 @@ import Testing
             try initFolder(a)
             try initFolder(b)
             let type = uniqueType()
-            let first = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-            #expect(eventually(10) { first.log().contains("advertised over DNS-SD") }, "\(first.log())")
-            let second = try RunningAgent(folder: b, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-            #expect(eventually(15) { second.log().contains("advertised over DNS-SD") }, "\(second.log())")
+            let (first, second) = try twoAdvertisedAgents(a, b, type: type)
             #expect(second.log().contains(" #2"), "\(second.log())")
             var lines: [String] = []
             #expect(eventually(10) { lines = (try? browse(type)) ?? []; return Set(lines.map { $0.split(separator: ";")[3] }).count == 2 }, "\(lines)")
@@ -84,16 +102,8 @@ import Testing
             try initFolder(a, name: database)
             try initFolder(b, name: database)
             let type = uniqueType()
-            let first = try RunningAgent(folder: a, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-            #expect(eventually(10) { first.log().contains("advertised over DNS-SD") }, "\(first.log())")
-            let second = try RunningAgent(folder: b, arguments: ["--interface", "127.0.0.1", "--service-type", type])
-            #expect(eventually(15) { second.log().contains("advertised over DNS-SD") }, "\(second.log())")
-            var found: [[String: Any]] = []
-            #expect(eventually(10) {
-                let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
-                found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
-                return found.count == 2
-            }, "\(found)")
+            let (first, second) = try twoAdvertisedAgents(a, b, type: type)
+            let found = peers(type) { $0.count == 2 }
             let names = found.compactMap { $0["name"] as? String }.sorted()
             let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "ferry"
             #expect(names.count == 2 && names.allSatisfy { $0.utf8.count <= 63 && $0.hasPrefix("inventory-of-the-north") }, "\(names)")
@@ -147,12 +157,7 @@ import Testing
                                              environment: ProcessInfo.processInfo.environment, stdin: null, stdout: null, stderr: null)
             // SIGTERM, as from a shell: ChildProcess gives the child default signal handling.
             defer { #expect(publisher.stop(grace: 5) == 0) }
-            var found: [[String: Any]] = []
-            #expect(eventually(10) {
-                let r = try? FerryProcess.ferry(["peers", "--timeout", "1.5", "--service-type", type, "--json"])
-                found = (r.flatMap { try? JSONSerialization.jsonObject(with: $0.stdoutData) } as? [[String: Any]]) ?? []
-                return !found.isEmpty
-            })
+            let found = peers(type) { !$0.isEmpty }
             let peer = try #require(found.first)
             #expect(peer["name"] as? String == "published by avahi")
             #expect(peer["port"] as? Int == 4984)
