@@ -44,7 +44,7 @@ extension Agent {
             while !Task.isCancelled {
                 do {
                     let found = try await finder.find(timeout: .milliseconds(1500), template: options.template)
-                    let seen = Set(found.map { $0.service.txt["id"] ?? $0.service.name })
+                    let seen = Set(found.map { Self.peerID($0.service) })
                     for (id, entry) in running where !seen.contains(id) {
                         unseen[id, default: 0] += 1
                         guard unseen[id]! >= Self.browsesBeforeGone, entry.replicator.status.activity == .offline else { continue }
@@ -56,7 +56,7 @@ extension Agent {
                     }
                     for id in seen { unseen[id] = nil }
                     for candidate in found {
-                        let id = candidate.service.txt["id"] ?? candidate.service.name
+                        let id = Self.peerID(candidate.service)
                         let metadata: Logger.Metadata = ["name": "\(candidate.service.name)"]
                         guard let endpoint = candidate.endpoint else {
                             let why = candidate.note ?? "not usable"
@@ -92,6 +92,9 @@ extension Agent {
             for (_, entry) in running { entry.stop.finish() }
         }
     }
+
+    /// Which peer a service is: its folder id when it advertises one, its name otherwise.
+    private static func peerID(_ service: DiscoveredService) -> String { service.txt["id"] ?? service.name }
 
     /// Browses in a row (about 4.5 s apart) that must miss a discovered peer before it is
     /// dropped: one browse of 1.5 s can miss a peer that is there.
