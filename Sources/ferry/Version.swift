@@ -1,5 +1,5 @@
 /// This build's version, as `ferry --version` prints it and the man page names it.
 enum FerryVersion {
     /// The version: major 0 while the folder format or the protocols may still change.
-    static let current = "0.29.1"
+    static let current = "0.29.2"
 }

@@ -106,6 +106,15 @@ import FerryTesting
         #expect(pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").allSatisfy { $0 == a.info.id }, "\(pushed.stdout)")
     }
 
+    /// A session on the active side of Couchbase Lite's protocol for `shared`, over a loopback
+    /// connection whose other end the test plays (`BLIPPeer`) as a passive Couchbase Lite "desk".
+    func activeSession(_ shared: SharedStore) -> (CBLChannel, PeerSession, BLIPPeer) {
+        let (ours, theirs) = LoopbackTransport.pair()
+        let channel = CBLChannel(transport: ours, role: .active, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared),
+                                 remotePeer: "desk")
+        return (channel, PeerSession(channel: channel, shared: shared, logger: logger), BLIPPeer(theirs))
+    }
+
     /// A folder served to a Couchbase Lite peer that the test plays (`serve`).
     struct ServedFolder {
         let tmp: TemporaryDirectory
@@ -175,11 +184,7 @@ import FerryTesting
         let tmp = TemporaryDirectory()
         let folder = tmp.appending("laptop")
         let shared = SharedStore(try FolderStore.create(at: folder, name: "laptop"))
-        let (ours, theirs) = LoopbackTransport.pair()
-        let channel = CBLChannel(transport: ours, role: .active, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared),
-                                 remotePeer: "desk")
-        let session = PeerSession(channel: channel, shared: shared, logger: logger)
-        let peer = BLIPPeer(theirs)
+        let (channel, session, peer) = activeSession(shared)
         let docs = (1...3).map { ("doc\($0)", ($0 == 3 && thirdRefused ? "3-" : "1-") + String(repeating: "\($0)", count: 40)) }
         let reading = Task { await session.run() }
         // The peer: each checkpoint saved, with how many of its revisions were stored by then.
@@ -235,6 +240,86 @@ import FerryTesting
         #expect(saved.count == 1 && saved[0].hasPrefix("\(stored) ") && saved[0].contains("\"remote\":3"), "\(saved)")
     }
 
+    /// A pull from a Couchbase Lite whose blob could not be sent at that moment (its
+    /// `getAttachment` answered with an error): the revision naming it is not stored, the
+    /// checkpoint stays below it and the pull ends in error, so the next pull asks for it again.
+    /// The checkpoint used to pass it, and the document never came until edited again there.
+    @Test func aRevisionWhoseBlobThePeerCouldNotSendIsPulledAgainByTheNextPull() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("laptop")
+        let shared = SharedStore(try FolderStore.create(at: folder, name: "laptop"))
+        let photo = Array("a photo's bytes".utf8)
+        let docs = [("doc1", #"{"n":1}"#), ("img", #"{"photo":{"@type":"blob","digest":"\#(CBLBlobDigest.of(photo))","length":\#(photo.count)}}"#),
+                    ("doc3", #"{"n":3}"#)].enumerated().map { i, d in (seq: i + 1, doc: d.0, rev: "1-" + String(repeating: "\(i + 1)", count: 40), body: d.1) }
+        var checkpoint: String?  // the peer's copy, kept across the two connections
+        var sinces: [String] = []
+        for attempt in 1...2 {
+            let (channel, session, peer) = activeSession(shared)
+            let reading = Task { await session.run() }
+            let kept = checkpoint
+            let playing = Task { () throws -> (since: String, saved: String?) in
+                var since = "", saved: String?, changesNumber: UInt64 = 0
+                while let m = try await peer.receive() {
+                    if m.type == .response && m.number == changesNumber {
+                        for d in docs where d.seq > Int(since) ?? 0 {
+                            try peer.send(.request(profile: "rev", properties: ["id": d.doc, "rev": d.rev, "sequence": "\(d.seq)"], body: Array(d.body.utf8)))
+                        }
+                    }
+                    guard m.type == .request else { continue }
+                    switch m.profile {
+                    case "getCheckpoint":
+                        if let saved = saved ?? kept {
+                            try peer.send(.response(to: m, properties: ["rev": "1-cc"], body: Array(saved.utf8)))
+                        } else {
+                            try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 404, message: "missing")))
+                        }
+                    case "setCheckpoint":
+                        saved = String(decoding: m.body, as: UTF8.self)
+                        try peer.send(.response(to: m, properties: ["rev": "1-cc"]))
+                    case "subChanges":
+                        since = m.properties["since"] ?? ""
+                        try peer.send(.response(to: m))
+                        let rows = docs.filter { $0.seq > Int(since) ?? 0 }.map { "[\($0.seq),\"\($0.doc)\",\"\($0.rev)\"]" }.joined(separator: ",")
+                        changesNumber = try peer.send(.request(profile: "changes", body: Array("[\(rows)]".utf8)))
+                        _ = try peer.send(.request(profile: "changes", body: Array("[]".utf8)))
+                    case "getAttachment" where attempt == 1:
+                        try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 500, message: "could not read the blob")))
+                    case "getAttachment":
+                        try peer.send(.response(to: m, body: photo))
+                    default:
+                        continue
+                    }
+                }
+                return (since, saved)
+            }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(30))
+                await channel.close(code: 4000, reason: "test timed out")
+            }
+            try await session.open()
+            var failure: (any Error)?
+            do { try await session.replicate(.pull, continuous: false) } catch { failure = error }
+            watchdog.cancel()
+            await session.close()
+            await reading.value
+            let (since, saved) = try await playing.value
+            sinces.append(since)
+            checkpoint = saved ?? checkpoint
+            if attempt == 1 {
+                let error = try #require(failure, "the first pull did not fail")
+                #expect("\(error)".contains("1 revision from the peer could not be stored (img.json: the peer could not send it (502)"), "\(error)")
+                #expect(saved?.contains("\"remote\":1") == true, "\(saved ?? "no checkpoint")")
+            } else {
+                #expect(failure == nil, "\(failure.map { "\($0)" } ?? "")")
+                #expect(saved?.contains("\"remote\":3") == true, "\(saved ?? "no checkpoint")")
+            }
+            #expect(FileManager.default.fileExists(atPath: folder + "/img.json") == (attempt == 2))
+        }
+        #expect(sinces == ["", "1"], "\(sinces)")
+        for d in docs { #expect(FileManager.default.fileExists(atPath: "\(folder)/\(d.doc).json"), "\(d.doc)") }
+        #expect(try ObjectStore(layout: shared.layout).read(BlobDigest.of(photo)) == photo)
+    }
+
     /// A revision a Couchbase Lite client proposed while this folder's own edit of the same
     /// document landed: it arrives as a conflict, merged as soon as the client's revisions
     /// are here. Couchbase Lite never says its push is done, so waiting for the end of its
@@ -282,11 +367,7 @@ import FerryTesting
         try tmp.write("laptop/note.json", #"{"v": 1}"#)
         #expect(try FerryProcess.ferry(["scan"], in: folder).status == 0)
         let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
-        let (ours, theirs) = LoopbackTransport.pair()
-        let channel = CBLChannel(transport: ours, role: .active, localPeer: shared.info.id, database: "desk", aliases: Self.aliases(shared),
-                                 remotePeer: "desk")
-        let session = PeerSession(channel: channel, shared: shared, logger: logger)
-        let peer = BLIPPeer(theirs)
+        let (channel, session, peer) = activeSession(shared)
         let reading = Task { await session.run() }
         let playing = Task {
             while let m = try await peer.receive() {

@@ -4,9 +4,17 @@ import FerryCore
 /// once each has come (stored, or refused with its answer telling the peer, or given up with a
 /// `norev`): Couchbase Lite says it has caught up (an empty `changes`) right after its last
 /// batch of changes, before it sends that batch's revisions, so a checkpoint saved then would
-/// skip revisions that never arrived.
+/// skip revisions that never arrived. A revision that came but could not be stored for a
+/// reason that may pass (5xx: a full disk here, a blob the peer could not read then) holds the
+/// checkpoint below its sequence (`firstNotStored`): the next pull asks for it again.
 struct AwaitedRevisions {
-    private var keys: Set<Key> = []
+    /// Each awaited revision, with the sequence the peer announced it at (0: proposed).
+    private var keys: [Key: Int] = [:]
+    /// Revisions that came, or were given up, without being stored for a passing reason, with
+    /// their sequences; one stored later (announced again, sent again) is taken off.
+    private var notStored: [Key: Int] = [:]
+    /// Why the last of them was not stored.
+    private(set) var notStoredReason: String?
     /// How many of `keys` each document has.
     private var perDocument: [DocumentID: Int] = [:]
     /// The peer said it has caught up while revisions were still awaited (or a `changes` was
@@ -26,19 +34,28 @@ struct AwaitedRevisions {
         let rev: RevisionID
     }
 
-    /// Notes that `rev` of `doc` was asked for (`proposed`: in answer to `proposeChanges`);
-    /// false when the peer already left `capacity` revisions unsent.
-    mutating func expect(_ doc: DocumentID, _ rev: RevisionID, proposed: Bool = false) -> Bool {
+    /// Notes that `rev` of `doc` was asked for, announced at `sequence` (`proposed`: in answer
+    /// to `proposeChanges`); false when the peer already left `capacity` revisions unsent.
+    mutating func expect(_ doc: DocumentID, _ rev: RevisionID, sequence: Int, proposed: Bool = false) -> Bool {
         guard keys.count < Self.capacity else { return false }
-        if keys.insert(Key(doc: doc, rev: rev)).inserted { perDocument[doc, default: 0] += 1 }
+        if keys.updateValue(sequence, forKey: Key(doc: doc, rev: rev)) == nil { perDocument[doc, default: 0] += 1 }
         if proposed { self.proposed.insert(doc) }
         return true
     }
 
     /// Notes that `rev` of `doc` arrived (stored or refused), that the peer said it cannot
     /// send it (`norev`), or that it is here already (announced again, not wanted).
-    mutating func arrived(_ doc: DocumentID, _ rev: RevisionID) {
-        guard keys.remove(Key(doc: doc, rev: rev)) != nil else { return }
+    /// `askAgain`: it was not stored, for a reason that may pass (a 5xx, `why`), so a later
+    /// pull must ask for it again.
+    mutating func arrived(_ doc: DocumentID, _ rev: RevisionID, askAgain: Bool = false, why: String? = nil) {
+        let key = Key(doc: doc, rev: rev)
+        if !askAgain {
+            notStored[key] = nil
+        } else if let sequence = keys[key], sequence > 0 {
+            notStored[key] = sequence
+            notStoredReason = "\(doc): \(why ?? "not stored")"
+        }
+        guard keys.removeValue(forKey: key) != nil else { return }
         let left = (perDocument[doc] ?? 1) - 1
         perDocument[doc] = left > 0 ? left : nil
     }
@@ -49,6 +66,13 @@ struct AwaitedRevisions {
         proposed.subtract(settled)
         return settled
     }
+
+    /// The lowest sequence of a revision that came without being stored (`askAgain`): the pull's
+    /// checkpoint stays below it.
+    var firstNotStored: Int? { notStored.values.min() }
+
+    /// How many revisions came without being stored (`askAgain`) and have not been since.
+    var notStoredCount: Int { notStored.count }
 
     /// True when nothing asked for is still on its way and no `changes` is being answered.
     var isSettled: Bool { keys.isEmpty && answering == 0 }

@@ -147,16 +147,28 @@ extension PeerSession {
         if continuous { deferredCheckpoints[client] = DeferredCheckpoint(peerRev: peerRev, saved: saved) }
         defer { if continuous { endDeferredCheckpoint(client) } }
         for await reached in caughtUp {
-            guard continuous else {
-                if reached > saved.remote {
-                    saved.remote = reached
-                    peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
-                }
-                return
+            if continuous {
+                advanceDeferredCheckpoint(client) { $0.remote = max($0.remote, reached) }
+                // Saved now: the connection ends below, and the next one starts from here.
+                if awaited.notStoredCount > 0 { await saveDeferredCheckpoint(client) }
+            } else if reached > saved.remote {
+                saved.remote = reached
+                peerRev = try await saveCheckpoint(client, peerRev: peerRev, saved)
             }
-            advanceDeferredCheckpoint(client) { $0.remote = max($0.remote, reached) }
+            try notStoredFailure()
+            guard continuous else { return }
         }
         throw ReplicationError(endReason)
+    }
+
+    /// Throws when revisions the peer sent could not be stored (a full disk here, a blob it
+    /// could not send then): the checkpoint saved stays below them, and the replicator's next
+    /// attempt (a new connection) asks for them again.
+    func notStoredFailure() throws {
+        let count = awaited.notStoredCount
+        guard count > 0 else { return }
+        let why = awaited.notStoredReason.map { " (\($0))" } ?? ""
+        throw ReplicationError("\(count) revision\(count == 1 ? "" : "s") from the peer could not be stored\(why); the next attempt asks for \(count == 1 ? "it" : "them") again")
     }
 
     /// The push: `changes` from the push checkpoint, and the `rev`s the peer wants.

@@ -78,7 +78,8 @@ extension PeerSession {
                 logger.warning("peer cannot send a revision", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(status)", "reason": "\(reason)"])
             }
             if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
-            awaited.arrived(doc, rev)
+            // One it cannot send now (5xx) is asked for again by the next pull.
+            awaited.arrived(doc, rev, askAgain: status >= 500, why: "the peer could not send it (\(status)): \(reason)")
             await settleArrivals()
         case .hello:
             break  // the channel handles its handshake

@@ -34,7 +34,7 @@ extension PeerSession {
                 // Here already: if it was asked for before (announced again after a pass that
                 // failed on the peer's side) and came another way, it is no longer awaited.
                 awaited.arrived(entry.doc, entry.rev)
-            } else if !awaited.expect(entry.doc, entry.rev) {
+            } else if !awaited.expect(entry.doc, entry.rev, sequence: entry.sequence) {
                 return await refuseUnsentFlood()
             }
         }
@@ -75,7 +75,7 @@ extension PeerSession {
             }
         }
         for (entry, answer) in zip(entries, answers) where answer == .send {
-            guard awaited.expect(entry.doc, entry.rev, proposed: true) else { return await refuseUnsentFlood() }
+            guard awaited.expect(entry.doc, entry.rev, sequence: 0, proposed: true) else { return await refuseUnsentFlood() }
         }
         let send = answers.filter { $0 == .send }.count
         let refused = answers.filter { $0 == .forbidden }.count
@@ -100,8 +100,9 @@ extension PeerSession {
         guard awaited.caughtUpPending, awaited.isSettled else { return }
         awaited.caughtUpPending = false
         // Everything announced so far is here; what is announced during the merge below is
-        // not, and its answer may set the status back (so the status is set first).
-        let reached = highestSequenceAnnounced
+        // not, and its answer may set the status back (so the status is set first). The
+        // checkpoint stays below a revision that came without being stored.
+        let reached = awaited.firstNotStored.map { min(highestSequenceAnnounced, $0 - 1) } ?? highestSequenceAnnounced
         let unannounced = max(pullUnannounced, 0)
         pullUnannounced = 0
         update {
@@ -183,8 +184,11 @@ extension PeerSession {
 
     /// Counts a received revision and answers its request (an error status when refused).
     func answerReceipt(_ handle: RequestHandle, doc: DocumentID, rev: RevisionID, _ result: Result<[LogEntry], ReceiveFailure>) {
-        // Its caller then settles (`settleArrivals`), from the session's own task.
-        defer { awaited.arrived(doc, rev) }
+        // Its caller then settles (`settleArrivals`), from the session's own task. One this
+        // side could not store (a full disk) or whose blob the peer could not send is asked for
+        // again by the next pull.
+        var askAgain: String?
+        defer { awaited.arrived(doc, rev, askAgain: askAgain != nil, why: askAgain) }
         var response = Response.ok
         switch result {
         case .success:
@@ -198,6 +202,7 @@ extension PeerSession {
                 $0.revisionsFailed += 1
                 if error.status >= 500 { $0.storeFailure = "could not store \(doc): \(error.message)" }
             }
+            if error.status >= 500 { askAgain = error.message }
             logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(error.status)", "error": "\(error.message)"])
             response = .error(status: error.status, message: "\(error.message)")
         }
