@@ -53,6 +53,42 @@ import Testing
     /// Progress lines as often as they change (FERRY_PROGRESS_INTERVAL), so there are several.
     let often = ["FERRY_PROGRESS_INTERVAL": "0.05"]
 
+    /// A continuous sync stopped (SIGTERM, as a service manager stops it) while idle, caught up
+    /// both ways, ends as a finished sync does: exit 0, "up to date". Stopped while it cannot
+    /// reach the listener, it says it did not finish (130). It said "did not finish" either way.
+    @Test func aContinuousSyncStoppedWhileCaughtUpSaysUpToDate() async throws {
+        try await endToEnd {
+            let tmp = TemporaryDirectory()
+            let (_, b, listener, url) = try servedPair(tmp, documents: 3, mine: 1)
+            for stopListenerFirst in [false, true] {
+                let log = tmp.appending("sync-\(stopListenerFirst).log")
+                _ = FileManager.default.createFile(atPath: log, contents: nil)
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+                let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                let sync = try ChildProcess(FerryProcess.ferryExecutable, ["sync", url, "--continuous", "--max-attempt-wait", "30"], in: b,
+                                            environment: ProcessInfo.processInfo.environment, stdin: null,
+                                            stdout: handle.fileDescriptor, stderr: handle.fileDescriptor)
+                close(null)
+                try handle.close()
+                let text = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+                let awaited = stopListenerFirst ? "offline" : "idle: "
+                for _ in 0..<400 {
+                    if text().contains(awaited) { break }
+                    if stopListenerFirst && text().contains("idle: ") && listener.process.isRunning { _ = listener.process.stop(grace: 5) }
+                    usleep(25_000)
+                }
+                #expect(text().contains(awaited), "\(text())")
+                let status = sync.stop(grace: 10)
+                if stopListenerFirst {
+                    #expect(status == 130 && text().contains("did not finish"), "\(status): \(text())")
+                } else {
+                    #expect(status == 0 && text().contains("up to date with \(url)") && !text().contains("did not finish"), "\(status): \(text())")
+                }
+            }
+            #expect(FileManager.default.fileExists(atPath: b + "/doc3.json"))
+        }
+    }
+
     @Test func theProgressTotalIsKnownFromTheFirstLineAndNeverMovesBack() async throws {
         try await endToEnd {
             let tmp = TemporaryDirectory()

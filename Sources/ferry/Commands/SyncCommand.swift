@@ -76,9 +76,11 @@ struct SyncCommand: AsyncParsableCommand {
         let work = Task { try await replicator.run() }
         let interruption = Interruption()
         // The first signal stops the replication (what is recorded stays recorded); a second
-        // one does not wait for that.
+        // one does not wait for that. A continuous sync stopped while idle (caught up both
+        // ways) has nothing left to do: that is its normal end.
+        let continuous = continuous
         let signals = onTerminationSignals {
-            if interruption.signal() > 1 { _exit(Interruption.exitCode) }
+            if interruption.signal(caughtUp: continuous && replicator.status.activity == .idle) > 1 { _exit(Interruption.exitCode) }
             work.cancel()
         }
         defer { signals.forEach { $0.cancel() } }
@@ -87,6 +89,10 @@ struct SyncCommand: AsyncParsableCommand {
         display.cancel()
         await display.value
         try await shared.saveStatCache()
+        if interruption.happened, interruption.cameCaughtUp, case .success(let totals) = result {
+            progress.finish(totals, conflicts: await shared.perform { $0.conflictsClosed })
+            return
+        }
         if interruption.happened {
             // A cancelled replication can end as if it were done: it is not, whatever it says.
             progress.clearLine()

@@ -121,13 +121,23 @@ enum FileHandleOutput {
 final class Interruption: Sendable {
     /// The shell's convention for a process ended by SIGINT (128 + 2).
     static let exitCode: Int32 = 130
-    private let count = Mutex(0)
+    private let state = Mutex((count: 0, caughtUp: false))
 
-    /// Records one signal; returns how many there have been.
-    func signal() -> Int { count.withLock { $0 += 1; return $0 } }
+    /// Records one signal, and whether the work was caught up when the first came; returns how
+    /// many there have been.
+    func signal(caughtUp: Bool = false) -> Int {
+        state.withLock {
+            if $0.count == 0 { $0.caughtUp = caughtUp }
+            $0.count += 1
+            return $0.count
+        }
+    }
 
     /// True once a signal has arrived.
-    var happened: Bool { count.withLock { $0 > 0 } }
+    var happened: Bool { state.withLock { $0.count > 0 } }
+
+    /// True when the first signal came while the work was caught up (nothing left undone).
+    var cameCaughtUp: Bool { state.withLock { $0.caughtUp } }
 }
 
 /// Calls `handler` on SIGINT and SIGTERM (instead of dying), so a command can stop cleanly;
