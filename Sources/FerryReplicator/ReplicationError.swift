@@ -7,8 +7,8 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
     /// Retry or stop (SPEC §4).
     public let failureKind: FailureKind
 
-    /// True when the peer refuses every push (403: a read-only listener; 409: a Couchbase Lite
-    /// that takes only `proposeChanges`); its pull may go on.
+    /// True when the peer refuses every push (403: a read-only listener; 409 to a proposal:
+    /// a Couchbase Lite that takes no push at all); its pull may go on.
     public let refusesPush: Bool
 
     /// An error; transient unless said otherwise.
@@ -18,13 +18,11 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
         self.refusesPush = false
     }
 
-    /// The peer refused this side's push for good (`status` 403 or 409): permanent for a push
-    /// alone. A 409 for the whole `changes` message comes from a Couchbase Lite (or Sync
-    /// Gateway) that refuses conflicts and takes pushes only as `proposeChanges`, which
-    /// ferry's active side does not send: retrying would be refused the same way.
+    /// The peer refused this side's push for good (`status` 403, or 409 for a whole
+    /// `proposeChanges`): permanent for a push alone, since retrying would be refused the same
+    /// way. (A 409 for a whole `changes` only means the peer takes proposals: `propose`.)
     public static func pushRefused(status: Int, _ message: String) -> ReplicationError {
-        let why = status == 409 ? "; it takes only proposeChanges, which ferry does not send yet (docs/interop.md)" : ""
-        return ReplicationError(message: "the peer refused the push (\(status)): \(message)\(why)")
+        ReplicationError(message: "the peer refused the push (\(status)): \(message)")
     }
 
     private init(message: String) {

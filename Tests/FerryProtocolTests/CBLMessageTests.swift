@@ -117,8 +117,11 @@ import FerryCore
         #expect(body([.send, .send]) == "[]")
         #expect(body([.send, .conflict]) == "[0,409]")
         #expect(body([.alreadyHave, .send]) == "[304]")
-        let reply = BLIPMessage(type: .response, number: 1, body: Array(#"[0,[409,"2-ab"],304]"#.utf8))
-        #expect(CBLResponses.decode(reply, kind: .proposeChanges(count: 4)) == .proposeChanges([.send, .conflict, .alreadyHave, .send]))
+        // A conflict's answer names the peer's revision when asked (`conflictIncludesRev`): as
+        // LiteCore 3 writes it, {"status": 409, "rev": …}, or [409, …].
+        let reply = BLIPMessage(type: .response, number: 1, body: Array(#"[0,[409,"2-ab"],304,{"status":409,"rev":"3-cd"},{"status":304}]"#.utf8))
+        #expect(CBLResponses.decode(reply, kind: .proposeChanges(count: 6))
+                == .proposeChanges([.send, .conflict, .alreadyHave, .conflict, .alreadyHave, .send], peerRevisions: [1: try RevisionID("2-ab"), 3: try RevisionID("3-cd")]))
     }
 
     @Test func revisionsBothWays() throws {

@@ -355,21 +355,17 @@ import FerryTesting
         await served.end()
     }
 
-    /// A passive Couchbase Lite that refuses conflicts answers ferry's push (`changes`) with
-    /// 409, as it will every time: the push stops for good with a sentence that says why, and
-    /// the pull still runs. It was taken for a passing failure, and with the pull caught up
-    /// each time, the replication reconnected every half second for ever (LiteCore 3.0.1 with
-    /// `noIncomingConflicts`, by hand).
-    @Test func aPushAPeerRefusesWith409StopsForGood() async throws {
-        let tmp = TemporaryDirectory()
-        let folder = tmp.appending("laptop")
-        #expect(try FerryProcess.ferry(["init", folder]).status == 0)
-        try tmp.write("laptop/note.json", #"{"v": 1}"#)
-        #expect(try FerryProcess.ferry(["scan"], in: folder).status == 0)
-        let shared = SharedStore(try FolderStore.open(at: folder, writable: true))
-        let (channel, session, peer) = activeSession(shared)
-        let reading = Task { await session.run() }
-        let playing = Task {
+    /// Plays a passive Couchbase Lite that refuses conflicts (LiteCore's `noIncomingConflicts`,
+    /// as its listener runs): `changes` is answered 409; a proposal is taken only on the
+    /// document's current revision, or with no parent when the document is missing or deleted
+    /// (304 when it has the revision; a conflict's answer names its current revision when asked,
+    /// `conflictIncludesRev`); a `rev` whose history does not reach the document's current
+    /// revision is refused, as LiteCore refuses to store it, and any other becomes the current
+    /// revision. Nothing to pull. `refusingProposals`: `proposeChanges` is refused whole (409). Returns what it
+    /// received, in order.
+    func playNoConflictsPeer(_ peer: BLIPPeer, current start: [String: String], refusingProposals: Bool = false) -> Task<[String], Error> {
+        Task {
+            var current = start, deleted: Set<String> = [], received: [String] = []
             while let m = try await peer.receive() {
                 guard m.type == .request else { continue }
                 switch m.profile {
@@ -377,11 +373,48 @@ import FerryTesting
                 case "subChanges":
                     try peer.send(.response(to: m))
                     try peer.send(.request(profile: "changes", body: Array("[]".utf8)))
-                case "changes": try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 409, message: "conflicts are not allowed")))
+                case "changes" where !m.flags.contains(.noReply):
+                    try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 409, message: "conflicts are not allowed")))
+                case "proposeChanges" where refusingProposals:
+                    try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 409, message: "no pushes here")))
+                case "proposeChanges":
+                    var answers: [String] = []
+                    for row in try JSONParser.parse(m.body).arrayValue ?? [] {
+                        let fields = row.arrayValue?.compactMap(\.stringValue) ?? []
+                        let (id, rev, parent) = (fields[0], fields[1], fields[2].isEmpty ? nil : fields[2])
+                        let code = current[id] == rev ? "304"
+                            : current[id] == parent || (parent == nil && deleted.contains(id)) ? "0"
+                            : m.properties["conflictIncludesRev"] == "true" ? #"{"rev":"\#(current[id] ?? "")","status":409}"# : "409"
+                        received.append("propose \(id) \(rev.prefix(2)) on \(parent.map { String($0.prefix(2)) } ?? "-"): \(code.contains("409") ? "409" : code)")
+                        answers.append(code)
+                    }
+                    if !m.flags.contains(.noReply) { try peer.send(.response(to: m, body: Array("[\(answers.joined(separator: ","))]".utf8))) }
+                case "rev":
+                    let id = m.properties["id"] ?? "", rev = m.properties["rev"] ?? ""
+                    let history = (m.properties["history"] ?? "").split(separator: ",").map(String.init)
+                    if let mine = current[id], !history.contains(mine) {
+                        received.append("rev \(id) \(rev.prefix(2)) refused")
+                        try peer.send(.error(to: m, BLIPErrorReply(domain: "LiteCore", code: 8, message: "conflict")))
+                        continue
+                    }
+                    current[id] = rev
+                    if m.properties["deleted"] == "1" { deleted.insert(id) } else { deleted.remove(id) }
+                    received.append("rev \(id) \(rev.prefix(2))\(m.properties["deleted"] == "1" ? " deleted" : "")")
+                    try peer.send(.response(to: m))
                 default: if !m.flags.contains(.noReply) { try peer.send(.response(to: m)) }
                 }
             }
+            return received
         }
+    }
+
+    /// Pushes to `shared` to a passive Couchbase Lite that refuses conflicts
+    /// (`playNoConflictsPeer`); what it received, the thrown error and the stats.
+    func pushToNoConflictsPeer(_ shared: SharedStore, current: [String: String], refusingProposals: Bool = false) async throws
+        -> (received: [String], thrown: ReplicationError?, stats: ReplicationStats) {
+        let (channel, session, peer) = activeSession(shared)
+        let reading = Task { await session.run() }
+        let playing = playNoConflictsPeer(peer, current: current, refusingProposals: refusingProposals)
         let watchdog = Task {
             try await Task.sleep(for: .seconds(30))
             await channel.close(code: 4000, reason: "test timed out")
@@ -392,11 +425,68 @@ import FerryTesting
         let stats = await session.stats
         await session.close()
         await reading.value
-        _ = try? await playing.value
-        #expect(thrown?.failureKind == .permanent && thrown?.refusesPush == true, "\(String(describing: thrown))")
-        #expect(thrown?.message.hasPrefix("the peer refused the push (409): conflicts are not allowed; it takes only proposeChanges") == true,
-                "\(String(describing: thrown))")
-        #expect(stats.pullCaughtUp)
+        return (try await playing.value, thrown, stats)
+    }
+
+    /// A passive Couchbase Lite that refuses conflicts (a Couchbase Lite listener) answers a
+    /// push's `changes` with 409: the push goes on as proposals, as LiteCore's own pusher does.
+    /// A new document goes with no parent; one several edits ahead of the peer is proposed again
+    /// on the revision the peer names; a merge on the peer's branch goes; a revision that does
+    /// not descend from the peer's (a merge that stayed on this folder's branch, a revision the
+    /// peer has that is not here) is that document's failure, never sent: the peer would refuse
+    /// to store it (LiteCore 3.0.1, by hand). The push used to stop at the first 409 for good.
+    @Test func aPeerThatRefusesConflictsIsPushedToWithProposals() async throws {
+        let tmp = TemporaryDirectory()
+        let laptop = tmp.appending("laptop"), desk = tmp.appending("desk")
+        for folder in [laptop, desk] { #expect(try FerryProcess.ferry(["init", folder]).status == 0) }
+        let a = SharedStore(try FolderStore.open(at: laptop, writable: true))
+        let b = SharedStore(try FolderStore.open(at: desk, writable: true))
+        func save(_ shared: SharedStore, _ folder: String, _ name: String, _ text: String) async throws -> RevisionID {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: "\(folder)/\(name)"))
+            let doc = try DocumentID(name)
+            _ = try await shared.perform { try $0.ingest(doc) }
+            return try #require(await shared.perform { $0.index[doc]?.current?.rev })
+        }
+        // Two documents edited on both sides after a sync; the desk's edit is what the peer
+        // has. m.json: two edits here, so the merge stays on this branch (the higher generation
+        // wins). mw.json: two edits on the desk, so the merge is made on the desk's revision.
+        _ = try await save(a, laptop, "m.json", #"{"a": 0, "b": 0}"#)
+        _ = try await save(a, laptop, "mw.json", #"{"a": 0, "b": 0}"#)
+        _ = try await sync(a, b, Self.aliases(a), Self.aliases(b))
+        let theirs = try await save(b, desk, "m.json", #"{"a": 0, "b": 2}"#)
+        _ = try await save(a, laptop, "m.json", #"{"a": 1, "b": 0}"#)
+        _ = try await save(a, laptop, "m.json", #"{"a": 2, "b": 0}"#)
+        _ = try await save(b, desk, "mw.json", #"{"a": 0, "b": 1}"#)
+        let theirsWin = try await save(b, desk, "mw.json", #"{"a": 0, "b": 2}"#)
+        _ = try await save(a, laptop, "mw.json", #"{"a": 1, "b": 0}"#)
+        _ = try await sync(a, b, Self.aliases(a), Self.aliases(b))
+        let merges = try await a.perform { store in try ["m.json", "mw.json"].map { store.index[try DocumentID($0)]?.current } }
+        #expect(merges[0]?.rev.generation == 4 && merges[0]?.parent != theirs && merges[1]?.parent == theirsWin, "\(merges)")
+        // deep.json: three generations here, the first one there.
+        let first = try await save(a, laptop, "deep.json", #"{"v": 1}"#)
+        _ = try await save(a, laptop, "deep.json", #"{"v": 2}"#)
+        _ = try await save(a, laptop, "deep.json", #"{"v": 3}"#)
+        // x.json: the peer has a revision this folder never saw.
+        _ = try await save(a, laptop, "x.json", #"{"v": 1}"#)
+        _ = try await save(a, laptop, "note.json", #"{"v": 1}"#)
+        let (received, thrown, stats) = try await pushToNoConflictsPeer(a, current: [
+            "m": theirs.description, "mw": theirsWin.description, "deep": first.description, "x": "2-" + String(repeating: "f", count: 40),
+        ])
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        for line in ["propose note 1- on -: 0", "rev note 1-",
+                     "propose deep 3- on 2-: 409", "propose deep 3- on 1-: 0", "rev deep 3-",
+                     "propose mw 4- on 3-: 0", "rev mw 4-",
+                     "propose m 4- on 3-: 409", "propose x 1- on -: 409"] {
+            #expect(received.contains(line), "\(line) in \(received)")
+        }
+        #expect(!received.contains { $0.hasPrefix("rev x") || $0.hasPrefix("rev m ") || $0.hasSuffix("refused") }, "\(received)")
+        #expect(stats.revisionsSent == 3 && stats.revisionsFailed == 2, "\(stats)")
+
+        // A peer that refuses proposals too: the push stops for good, the pull still runs.
+        let refused = try await pushToNoConflictsPeer(a, current: [:], refusingProposals: true)
+        #expect(refused.thrown?.failureKind == .permanent && refused.thrown?.refusesPush == true, "\(String(describing: refused.thrown))")
+        #expect(refused.thrown?.message.hasPrefix("the peer refused the push (409): no pushes here") == true, "\(String(describing: refused.thrown))")
+        #expect(refused.stats.pullCaughtUp)
     }
 
     /// A Couchbase Lite peer that sends what no folder may hold: each refused with an ERR, and

@@ -61,7 +61,10 @@ enum CBLRequestEncoding {
                                     .string(e.parent?.description ?? ""), .int(e.bodySize)]))
             }
             flags.formUnion([.urgent, .compressed])
-            return .request(profile: "proposeChanges", body: JSONValue.array(rows).canonicalBytes, flags: flags)
+            // A conflict's answer then names the peer's current revision: the proposal can be
+            // made again on it when this side's revision descends from it (`PeerSession.propose`).
+            return .request(profile: "proposeChanges", properties: ["conflictIncludesRev": "true"],
+                            body: JSONValue.array(rows).canonicalBytes, flags: flags)
         case let .rev(doc, rev, history, sequence, body, merged, _):
             var properties: BLIPProperties = ["id": try CBLDocumentIDs.cblID(doc), "rev": rev.description, "sequence": String(sequence)]
             if !history.isEmpty { properties["history"] = Self.historyProperty(history) }

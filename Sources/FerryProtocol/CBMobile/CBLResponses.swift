@@ -62,7 +62,7 @@ enum CBLResponses {
             }
             let properties: BLIPProperties = ["maxHistory": String(maxHistory ?? defaultMaxHistory), "blobs": "true"]
             return .success((properties, JSONValue.array(rows).canonicalBytes))
-        case .proposeChanges(let answers):
+        case .proposeChanges(let answers, _):
             var codes = [Int](repeating: 403, count: kept == nil ? answers.count : total)
             for (i, answer) in answers.enumerated() {
                 let position = kept.map { i < $0.count ? $0[i] : -1 } ?? i
@@ -110,12 +110,16 @@ enum CBLResponses {
         case .proposeChanges(let count):
             let rows = reply.body.isEmpty ? [] : (body()?.arrayValue ?? [])
             var answers = [ProposeAnswer](repeating: .send, count: count)
+            var peerRevisions: [Int: RevisionID] = [:]
             for (i, row) in rows.prefix(count).enumerated() {
-                // 3.x with `conflictIncludesRev` answers a conflict as [409, "rev"].
-                let code = row.intValue ?? row.arrayValue?.first?.intValue ?? 0
+                // Asked with `conflictIncludesRev`, LiteCore 3 answers a conflict as
+                // {"status": 409, "rev": its current revision} (some peers as [409, "rev"]).
+                let code = row.intValue ?? row.arrayValue?.first?.intValue ?? row.objectValue?["status"]?.intValue ?? 409
                 answers[i] = code == 0 ? .send : code == 304 ? .alreadyHave : code == 403 ? .forbidden : .conflict
+                let theirs = row.objectValue?["rev"]?.stringValue ?? row.arrayValue?.dropFirst().first?.stringValue
+                if answers[i] == .conflict, let theirs, let rev = try? RevisionID(theirs) { peerRevisions[i] = rev }
             }
-            return .proposeChanges(answers)
+            return .proposeChanges(answers, peerRevisions: peerRevisions)
         }
     }
 }

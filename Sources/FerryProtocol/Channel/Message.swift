@@ -209,8 +209,10 @@ public enum Response: Sendable, Equatable {
     case checkpointSaved(rev: String)
     /// `changes`: one answer per entry.
     case changes([ChangeAnswer], maxHistory: Int?)
-    /// `proposeChanges`: one answer per entry.
-    case proposeChanges([ProposeAnswer])
+    /// `proposeChanges`: one answer per entry, and for an entry answered 409 the peer's own
+    /// current revision of that document when it said (by entry; Couchbase Lite 3 says when
+    /// asked, `conflictIncludesRev`).
+    case proposeChanges([ProposeAnswer], peerRevisions: [Int: RevisionID] = [:])
     /// `getAttachment`: how many bytes follow as binary frames (the asked range, clipped to
     /// the blob's end).
     case attachment(length: Int)

@@ -159,7 +159,7 @@ public enum FrameCodec {
             })]
             if let maxHistory { o["maxHistory"] = .int(maxHistory) }
             return o
-        case let .proposeChanges(answers): return ["answer": .array(answers.map { .int($0.rawValue) })]
+        case let .proposeChanges(answers, _): return ["answer": .array(answers.map { .int($0.rawValue) })]
         case let .attachment(length): return ["length": .int(length)]
         case let .error(status, message): return ["status": .int(status), "message": .string(message)]
         }

@@ -57,7 +57,8 @@ extension PeerSession {
     /// wants (pipelined: a batch's revisions go out together and their answers are awaited
     /// together), then says "caught up" (an empty `changes`) unless it announced nothing and
     /// said so already. Continuous: then waits for the log to grow and goes on, until the
-    /// connection closes or the task is cancelled.
+    /// connection closes or the task is cancelled. To a peer that refuses conflicts (it
+    /// answers `changes` with 409) the pass starts again as proposals (`propose`).
     /// `caughtUp` gets the sequence everything up to which the peer now has.
     /// Revisions this connection delivered are not announced back (echo cancellation).
     func streamChanges(since: Int, continuous: Bool, docIDs: Set<DocumentID>?,
@@ -71,7 +72,8 @@ extension PeerSession {
         var caughtUpTold = false
         while !closed {
             let from = cursor
-            let currentOnly = !channel.announcesIntermediateRevisions
+            // Proposals name each document's current revision, as Couchbase Lite's do.
+            let currentOnly = !channel.announcesIntermediateRevisions || proposesChanges
             // The count, the pass's end and its first page in one call on the store's thread
             // (a pass after one edit needs no other).
             let (total, passEnd, firstPage) = await shared.perform { store in
@@ -94,36 +96,48 @@ extension PeerSession {
             var start = 0
             var unanswered: [[SentRevision]] = []
             var current: AnnouncedBatch?
-            repeat {
-                // Announce the next batch of the pass worth announcing (none at its end).
-                var next: AnnouncedBatch?
-                while next == nil, start < page.count || pageFrom != nil {
-                    if start >= page.count, let since = pageFrom {
-                        (page, pageFrom) = await shared.perform { store in
-                            store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs, currentOnly: currentOnly)
+            do {
+                repeat {
+                    // Announce the next batch of the pass worth announcing (none at its end).
+                    var next: AnnouncedBatch?
+                    while next == nil, start < page.count || pageFrom != nil {
+                        if start >= page.count, let since = pageFrom {
+                            (page, pageFrom) = await shared.perform { store in
+                                store.changesPage(since: since, through: passEnd, limit: Self.changesPageSize, docIDs: docIDs, currentOnly: currentOnly)
+                            }
+                            start = 0
+                            continue
                         }
-                        start = 0
-                        continue
+                        let batch = page[start..<min(start + Self.changesBatchSize, page.count)]
+                        start += batch.count
+                        let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
+                        if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
+                        guard !toAnnounce.isEmpty else { continue }
+                        caughtUpTold = false
+                        update { $0.pushCaughtUp = false }
+                        if proposesChanges {
+                            try await propose(Array(toAnnounce))
+                            continue
+                        }
+                        next = try await announce(Array(toAnnounce))
                     }
-                    let batch = page[start..<min(start + Self.changesBatchSize, page.count)]
-                    start += batch.count
-                    let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
-                    if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
-                    guard !toAnnounce.isEmpty else { continue }
-                    caughtUpTold = false
-                    update { $0.pushCaughtUp = false }
-                    next = try await announce(Array(toAnnounce))
-                }
-                if let current {
-                    if unanswered.count == Self.batchesUnanswered { try await collectAnswers(unanswered.removeFirst()) }
-                    unanswered.append(try await sendWanted(current))
-                }
-                current = next
-            } while current != nil
-            for sent in unanswered { try await collectAnswers(sent) }
+                    if let current {
+                        if unanswered.count == Self.batchesUnanswered { try await collectAnswers(unanswered.removeFirst()) }
+                        unanswered.append(try await sendWanted(current))
+                    }
+                    current = next
+                } while current != nil
+                for sent in unanswered { try await collectAnswers(sent) }
+            } catch is ProposalsRequired {
+                // Nothing of this pass was taken: it starts again, as proposals.
+                logger.info("the peer takes only proposed changes (it refuses conflicts); proposing them")
+                proposesChanges = true
+                update { $0.revisionsOffered -= total }
+                continue
+            }
             cursor = max(cursor, passEnd)
             if !caughtUpTold {
-                try await notify(.changes([]))
+                try await notify(proposesChanges ? .proposeChanges([]) : .changes([]))
                 caughtUpTold = true
             }
             update { $0.pushCaughtUp = true }
@@ -152,6 +166,9 @@ extension PeerSession {
         let batch = announced.batch
         let answer = try await response(announced.answer, to: "changes")
         if case let .error(status, message) = answer {
+            // A Couchbase Lite (or Sync Gateway) that refuses conflicts takes pushes only as
+            // proposals, as LiteCore's pusher learns from the same answer.
+            if status == 409 && !proposesChanges { throw ProposalsRequired() }
             if status == 403 || status == 409 { throw ReplicationError.pushRefused(status: status, message) }
             throw ReplicationError("the peer refused the push (\(status)): \(message)")
         }
@@ -163,6 +180,12 @@ extension PeerSession {
             if case .wanted(let known) = answers[i] { wanted.append((change, known)) }
         }
         update { $0.revisionsSkipped += batch.count - wanted.count }
+        return try await sendRevisions(wanted)
+    }
+
+    /// Sends the `rev`s of `wanted` (each with the revisions the peer said it has of that
+    /// document), without waiting for their answers (`collectAnswers` reads them).
+    func sendRevisions(_ wanted: [(RecordedRevision, [RevisionID])]) async throws -> [SentRevision] {
         guard !wanted.isEmpty else { return [] }
         update { $0.revisionsWanted += wanted.count }
         let asked = wanted.map { ($0.0.doc, $0.0.rev, $0.1) }

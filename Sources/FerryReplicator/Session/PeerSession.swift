@@ -44,6 +44,9 @@ public actor PeerSession {
     /// A continuous replication's checkpoints waiting to be saved, by client id.
     var deferredCheckpoints: [String: DeferredCheckpoint] = [:]
     var closed = false
+    /// True once the peer refused a `changes` with 409 (a Couchbase Lite or Sync Gateway that
+    /// refuses conflicts): the push goes on as proposals (`propose`).
+    var proposesChanges = false
     /// Set while the first sync with a peer checks that the folders are related (a dry pull).
     var relatedness: RelatednessProbe?
     /// Why the session closed the connection (the channel keeps its own: a protocol
