@@ -240,6 +240,74 @@ import FerryTesting
         #expect(saved.count == 1 && saved[0].hasPrefix("\(stored) ") && saved[0].contains("\"remote\":3"), "\(saved)")
     }
 
+    /// A continuous pull from a Couchbase Lite, which says "caught up" once per subscription:
+    /// what it announces later counts as caught up once it is here and nothing more came for a
+    /// moment, so the status goes back to idle and the checkpoint moves on. Both stayed where
+    /// the first "caught up" left them while the connection lasted (busy, "8/8").
+    @Test func aContinuousPullFromCouchbaseLiteIsCaughtUpAgainAfterLaterChanges() async throws {
+        let tmp = TemporaryDirectory()
+        let folder = tmp.appending("laptop")
+        let shared = SharedStore(try FolderStore.create(at: folder, name: "laptop"))
+        let (channel, session, peer) = activeSession(shared)
+        let reading = Task { await session.run() }
+        let rev = { (i: Int) in "1-" + String(repeating: "\(i)", count: 40) }
+        let playing = Task { () throws -> [String] in
+            var saved: [String] = []
+            var announced: [UInt64: Int] = [:], sent: [UInt64: Int] = [:]
+            func announce(_ i: Int) throws {
+                announced[try peer.send(.request(profile: "changes", body: Array("[[\(i),\"doc\(i)\",\"\(rev(i))\"]]".utf8)))] = i
+            }
+            while let m = try await peer.receive() {
+                if m.type == .response, let i = announced[m.number] {
+                    sent[try peer.send(.request(profile: "rev", properties: ["id": "doc\(i)", "rev": rev(i), "sequence": "\(i)"],
+                                                body: Array("{\"n\":\(i)}".utf8)))] = i
+                } else if m.type == .response, sent[m.number] == 1 {
+                    // Later, one more change, and no "caught up" after it (as LiteCore).
+                    try await Task.sleep(for: .milliseconds(500))
+                    try announce(2)
+                }
+                guard m.type == .request else { continue }
+                switch m.profile {
+                case "getCheckpoint":
+                    try peer.send(.error(to: m, BLIPErrorReply(domain: "HTTP", code: 404, message: "missing")))
+                case "setCheckpoint":
+                    saved.append(String(decoding: m.body, as: UTF8.self))
+                    try peer.send(.response(to: m, properties: ["rev": "1-cc"]))
+                case "subChanges":
+                    try peer.send(.response(to: m))
+                    try announce(1)
+                    _ = try peer.send(.request(profile: "changes", body: Array("[]".utf8)))
+                default:
+                    continue
+                }
+            }
+            return saved
+        }
+        try await session.open()
+        let pulling = Task { try await session.replicate(.pull, continuous: true) }
+        var idleAfterBoth = false
+        for _ in 0..<200 {
+            try await Task.sleep(for: .milliseconds(25))
+            if FileManager.default.fileExists(atPath: folder + "/doc2.json") { break }
+        }
+        for _ in 0..<80 {
+            try await Task.sleep(for: .milliseconds(25))
+            let stats = await session.stats
+            idleAfterBoth = stats.pullCaughtUp && stats.revisionsReceived == 2
+            if idleAfterBoth { break }
+        }
+        // Its checkpoint is saved after a quiet second (`DeferredCheckpoint.quiet`).
+        try await Task.sleep(for: .milliseconds(1_600))
+        await channel.close(code: 1000, reason: "done")
+        _ = await pulling.result
+        await session.close()
+        await reading.value
+        let saved = try await playing.value
+        #expect(FileManager.default.fileExists(atPath: folder + "/doc2.json"))
+        #expect(idleAfterBoth, "the status stayed busy")
+        #expect(saved.contains { $0.contains("\"remote\":2") }, "\(saved)")
+    }
+
     /// A pull from a Couchbase Lite whose blob could not be sent at that moment (its
     /// `getAttachment` answered with an error): the revision naming it is not stored, the
     /// checkpoint stays below it and the pull ends in error, so the next pull asks for it again.

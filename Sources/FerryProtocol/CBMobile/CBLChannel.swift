@@ -48,6 +48,9 @@ public final class CBLChannel: ReplicationChannel {
     public var announcesIntermediateRevisions: Bool { role == .active || state.withLock { $0.peerIsFerryReplicator } }
     /// Couchbase Lite's `subChanges` reply is empty (`CBLResponses`): no count to compute.
     public var answersSubscriptionWithCount: Bool { false }
+    /// LiteCore's pusher says "caught up" once per subscription (a ferry listener speaking
+    /// this protocol says it after each pass, which a puller takes as well).
+    public var saysCaughtUpOnce: Bool { true }
 
     /// This side's role.
     public let role: Role

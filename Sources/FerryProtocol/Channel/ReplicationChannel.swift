@@ -67,6 +67,11 @@ public protocol ReplicationChannel: AnyObject, Sendable {
     /// will announce (ferry/1); false when it has no room for it (Couchbase Lite's is empty),
     /// so that the passive side does not walk the feed to count them.
     var answersSubscriptionWithCount: Bool { get }
+    /// True when the peer serving a continuous pull says "caught up" (an empty `changes`) only
+    /// the first time (LiteCore's pusher); false when it says so after each pass (ferry). From
+    /// the first, a puller takes each moment when everything announced since has arrived as
+    /// caught up again: its status goes back to idle and its checkpoint moves on.
+    var saysCaughtUpOnce: Bool { get }
 }
 
 extension ReplicationChannel {
@@ -81,6 +86,9 @@ extension ReplicationChannel {
 
     /// ferry's own channels tell a subscriber its first pass's size.
     public var answersSubscriptionWithCount: Bool { true }
+
+    /// ferry's own peers say "caught up" after each pass.
+    public var saysCaughtUpOnce: Bool { false }
 }
 
 /// Something the peer did that the replication logic must handle.

@@ -39,6 +39,7 @@ extension PeerSession {
             }
         }
         highestSequenceAnnounced = max(highestSequenceAnnounced, entries.map(\.sequence).max() ?? 0)
+        changesAnnounced += 1
         let wanted = answers.filter { $0 != .notWanted }.count
         pullUnannounced -= entries.count
         update {
@@ -97,8 +98,13 @@ extension PeerSession {
     func settleArrivals() async {
         let settled = awaited.takeSettledProposals()
         if !settled.isEmpty { await shared.resolvePendingConflicts(of: settled) }
-        guard awaited.caughtUpPending, awaited.isSettled else { return }
+        guard awaited.isSettled else { return }
+        guard awaited.caughtUpPending else {
+            if channel.saysCaughtUpOnce && pullCaughtUpOnce && !counts.pullCaughtUp { scheduleQuietCaughtUp() }
+            return
+        }
         awaited.caughtUpPending = false
+        pullCaughtUpOnce = true
         // Everything announced so far is here; what is announced during the merge below is
         // not, and its answer may set the status back (so the status is set first). The
         // checkpoint stays below a revision that came without being stored.
@@ -112,6 +118,34 @@ extension PeerSession {
         }
         await shared.resolvePendingConflicts()
         caughtUpWaiter?.yield(reached)
+    }
+
+    /// How long everything the peer announced must have been here, with nothing announced
+    /// since, before a peer that says "caught up" only once counts as caught up again: longer
+    /// than the pause between a pass's batches, so that a ferry listener's pass (which ends
+    /// with its own "caught up") is not taken for over before its end.
+    static let quietCaughtUpDelay = Duration.milliseconds(300)
+
+    /// After a continuous pull's first "caught up", from a peer that says it only once
+    /// (`ReplicationChannel.saysCaughtUpOnce`): once all it announced since has arrived and it
+    /// has announced nothing for `quietCaughtUpDelay`, that counts as its "caught up": the
+    /// status goes back to idle, the conflicts its revisions opened are merged, and the
+    /// checkpoint moves on. Without it the status stayed busy and the checkpoint where the
+    /// first "caught up" left it while the connection lasted.
+    func scheduleQuietCaughtUp() {
+        let mark = changesAnnounced
+        quietCaughtUp?.cancel()
+        quietCaughtUp = Task { [weak self] in
+            do { try await Task.sleep(for: Self.quietCaughtUpDelay) } catch { return }
+            await self?.takeQuietCaughtUp(ifNothingAnnouncedSince: mark)
+        }
+    }
+
+    /// The quiet moment `scheduleQuietCaughtUp` waited for, if nothing was announced meanwhile.
+    func takeQuietCaughtUp(ifNothingAnnouncedSince mark: Int) async {
+        guard !closed, changesAnnounced == mark, awaited.isSettled, !counts.pullCaughtUp else { return }
+        awaited.caughtUpPending = true
+        await settleArrivals()
     }
 
     /// Closes a connection whose peer announced more revisions than it sends

@@ -31,6 +31,12 @@ public actor PeerSession {
     var inboxSignal: AsyncStream<Void>.Continuation?
     /// Highest sequence announced by the peer in `changes` so far (the pull checkpoint).
     var highestSequenceAnnounced = 0
+    /// The pull has taken the peer's "caught up" once (`ReplicationChannel.saysCaughtUpOnce`).
+    var pullCaughtUpOnce = false
+    /// `changes` messages with entries the peer sent so far (`takeQuietCaughtUp`).
+    var changesAnnounced = 0
+    /// The wait before a quiet moment counts as caught up (`scheduleQuietCaughtUp`).
+    var quietCaughtUp: Task<Void, Never>?
     /// Revisions this side asked the peer for (answering `changes` or `proposeChanges`) that
     /// have not arrived yet (`AwaitedRevisions`).
     var awaited = AwaitedRevisions()
@@ -177,6 +183,7 @@ public actor PeerSession {
         closed = true
         budget.releaseAll()
         caughtUpWaiter?.finish()
+        quietCaughtUp?.cancel()
         inboxSignal?.finish()
         arrivalOrder.releaseAll()
     }
