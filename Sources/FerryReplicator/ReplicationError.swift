@@ -11,11 +11,17 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
     /// a Couchbase Lite that takes no push at all); its pull may go on.
     public let refusesPush: Bool
 
-    /// An error; transient unless said otherwise.
-    public init(_ message: String, kind: FailureKind = .transient) {
+    /// True when trying again at once would likely meet the same failure (revisions the peer
+    /// sent that could not be stored: a full disk): the attempt counts against the one-shot
+    /// limit, and the wait before the next grows, even if the session moved something.
+    public let repeats: Bool
+
+    /// An error; transient unless said otherwise; `repeats` as above.
+    public init(_ message: String, kind: FailureKind = .transient, repeats: Bool = false) {
         self.message = message
         self.failureKind = kind
         self.refusesPush = false
+        self.repeats = repeats
     }
 
     /// The peer refused this side's push for good (`status` 403, or 409 for a whole
@@ -29,6 +35,7 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
         self.message = message
         self.failureKind = .permanent
         self.refusesPush = true
+        self.repeats = false
     }
 
     /// The sentence.

@@ -132,7 +132,8 @@ public final class Replicator: Sendable {
                 // said hello does not (a peer answering every revision with 503 must not make
                 // a one-shot sync retry for ever, nor every 0.5 s).
                 let current = status.current
-                if opened && (current.revisionsReceived + current.revisionsSent > 0 || current.pullCaughtUp || current.pushCaughtUp) {
+                let repeats = (error as? ReplicationError)?.repeats ?? false
+                if opened && !repeats && (current.revisionsReceived + current.revisionsSent > 0 || current.pullCaughtUp || current.pushCaughtUp) {
                     failures = 0
                 }
                 failures += 1

@@ -429,9 +429,11 @@ import FerryTesting
     /// (304 when it has the revision; a conflict's answer names its current revision when asked,
     /// `conflictIncludesRev`); a `rev` whose history does not reach the document's current
     /// revision is refused, as LiteCore refuses to store it, and any other becomes the current
-    /// revision. Nothing to pull. `refusingProposals`: `proposeChanges` is refused whole (409). Returns what it
-    /// received, in order.
-    func playNoConflictsPeer(_ peer: BLIPPeer, current start: [String: String], refusingProposals: Bool = false) -> Task<[String], Error> {
+    /// revision. Nothing to pull. `refusingProposals`: `proposeChanges` is refused whole (409);
+    /// `unavailable`: these documents' proposals are answered 500 (a database error). Returns
+    /// what it received, in order.
+    func playNoConflictsPeer(_ peer: BLIPPeer, current start: [String: String], refusingProposals: Bool = false,
+                             unavailable: Set<String> = []) -> Task<[String], Error> {
         Task {
             var current = start, deleted: Set<String> = [], received: [String] = []
             while let m = try await peer.receive() {
@@ -450,7 +452,7 @@ import FerryTesting
                     for row in try JSONParser.parse(m.body).arrayValue ?? [] {
                         let fields = row.arrayValue?.compactMap(\.stringValue) ?? []
                         let (id, rev, parent) = (fields[0], fields[1], fields[2].isEmpty ? nil : fields[2])
-                        let code = current[id] == rev ? "304"
+                        let code = unavailable.contains(id) ? "500" : current[id] == rev ? "304"
                             : current[id] == parent || (parent == nil && deleted.contains(id)) ? "0"
                             : m.properties["conflictIncludesRev"] == "true" ? #"{"rev":"\#(current[id] ?? "")","status":409}"# : "409"
                         received.append("propose \(id) \(rev.prefix(2)) on \(parent.map { String($0.prefix(2)) } ?? "-"): \(code.contains("409") ? "409" : code)")
@@ -478,11 +480,12 @@ import FerryTesting
 
     /// Pushes to `shared` to a passive Couchbase Lite that refuses conflicts
     /// (`playNoConflictsPeer`); what it received, the thrown error and the stats.
-    func pushToNoConflictsPeer(_ shared: SharedStore, current: [String: String], refusingProposals: Bool = false) async throws
+    func pushToNoConflictsPeer(_ shared: SharedStore, current: [String: String], refusingProposals: Bool = false,
+                               unavailable: Set<String> = []) async throws
         -> (received: [String], thrown: ReplicationError?, stats: ReplicationStats) {
         let (channel, session, peer) = activeSession(shared)
         let reading = Task { await session.run() }
-        let playing = playNoConflictsPeer(peer, current: current, refusingProposals: refusingProposals)
+        let playing = playNoConflictsPeer(peer, current: current, refusingProposals: refusingProposals, unavailable: unavailable)
         let watchdog = Task {
             try await Task.sleep(for: .seconds(30))
             await channel.close(code: 4000, reason: "test timed out")
@@ -534,9 +537,12 @@ import FerryTesting
         let first = try await save(a, laptop, "deep.json", #"{"v": 1}"#)
         _ = try await save(a, laptop, "deep.json", #"{"v": 2}"#)
         _ = try await save(a, laptop, "deep.json", #"{"v": 3}"#)
-        // x.json: the peer has a revision this folder never saw.
+        // x.json: the peer has a revision this folder never saw. multi.json: two revisions
+        // here, none there (LiteCore names "" as its revision).
         _ = try await save(a, laptop, "x.json", #"{"v": 1}"#)
         _ = try await save(a, laptop, "note.json", #"{"v": 1}"#)
+        _ = try await save(a, laptop, "multi.json", #"{"v": 1}"#)
+        _ = try await save(a, laptop, "multi.json", #"{"v": 2}"#)
         let (received, thrown, stats) = try await pushToNoConflictsPeer(a, current: [
             "m": theirs.description, "mw": theirsWin.description, "deep": first.description, "x": "2-" + String(repeating: "f", count: 40),
         ])
@@ -544,11 +550,17 @@ import FerryTesting
         for line in ["propose note 1- on -: 0", "rev note 1-",
                      "propose deep 3- on 2-: 409", "propose deep 3- on 1-: 0", "rev deep 3-",
                      "propose mw 4- on 3-: 0", "rev mw 4-",
+                     "propose multi 2- on 1-: 409", "propose multi 2- on -: 0", "rev multi 2-",
                      "propose m 4- on 3-: 409", "propose x 1- on -: 409"] {
             #expect(received.contains(line), "\(line) in \(received)")
         }
         #expect(!received.contains { $0.hasPrefix("rev x") || $0.hasPrefix("rev m ") || $0.hasSuffix("refused") }, "\(received)")
-        #expect(stats.revisionsSent == 3 && stats.revisionsFailed == 2, "\(stats)")
+        #expect(stats.revisionsSent == 4 && stats.revisionsFailed == 2, "\(stats)")
+
+        // A proposal the peer could not look at (500) fails the pass, to be proposed again.
+        let unavailable = try await pushToNoConflictsPeer(a, current: [:], unavailable: ["note"])
+        #expect(unavailable.thrown?.failureKind == .transient && unavailable.thrown?.message.contains("note.json (5xx)") == true,
+                "\(String(describing: unavailable.thrown))")
 
         // A peer that refuses proposals too: the push stops for good, the pull still runs.
         let refused = try await pushToNoConflictsPeer(a, current: [:], refusingProposals: true)

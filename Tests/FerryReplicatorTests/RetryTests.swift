@@ -114,4 +114,60 @@ import FerryTesting
         #expect((try? outcome.get()) == nil, "the push did not fail")
         #expect(sessions.withLock { $0 } == 3, "\(sessions.withLock { $0 }) sessions for --max-attempts 3")
     }
+
+    /// Serves a pull of two documents: the first is sent, the second the peer says it cannot
+    /// send now (`norev` 503), and then it says "caught up" all the same.
+    static func sendOneAndFailTheOther(_ transport: LoopbackTransport) async {
+        var peer = HostilePeerTests.FakePeer(transport)
+        let docs = [(try! DocumentID("kept.json"), JSONValue.object(["n": 1])), (try! DocumentID("unreadable.json"), JSONValue.object(["n": 2]))]
+        let revs = docs.map { RevisionID.compute(parent: nil, deleted: false, body: BlobDigest.of($0.1.canonicalBytes)) }
+        while let action = try? await peer.next() {
+            switch action {
+            case .request(let n, _, .getCheckpoint): try? await peer.respond(n, .error(status: 404, message: "none"))
+            case .request(let n, _, .setCheckpoint): try? await peer.respond(n, .checkpointSaved(rev: "1"))
+            case .request(let n, _, .subChanges):
+                try? await peer.respond(n, .ok)
+                try? await peer.request(.changes(docs.enumerated().map { i, d in
+                    ChangeEntry(sequence: i + 1, doc: d.0, rev: revs[i], deleted: false, bodySize: 7)
+                }))
+            case .response(_, "changes", .changes(let answers, _)) where !answers.isEmpty:
+                for (i, answer) in answers.enumerated() where answer != .notWanted {
+                    if i == 0 {
+                        try? await peer.request(.rev(doc: docs[0].0, rev: revs[0], history: [], sequence: 1, body: .json(docs[0].1)))
+                    } else {
+                        try? await peer.request(.norev(doc: docs[1].0, rev: revs[1], sequence: 2, status: 503, reason: "could not read it"))
+                    }
+                }
+                try? await peer.request(.changes([]))
+            case .request(let n, false, .changes(let entries)): try? await peer.respond(n, .changes(entries.map { _ in .notWanted }, maxHistory: nil))
+            case .request(let n, false, _): try? await peer.respond(n, .ok)
+            default: continue
+            }
+        }
+    }
+
+    /// A revision the peer cannot send now keeps a one-shot pull failing, and each attempt
+    /// counts even though the first stored the other document and each one was told "caught
+    /// up": the pull stops after `maxAttempts`, its checkpoint below that revision. It used
+    /// to start over at once every half second, for ever.
+    @Test func aRevisionThatCannotBeStoredCountsEachAttemptOfAOneShotPull() async throws {
+        let tmp = TemporaryDirectory()
+        let store = try FolderStore.create(at: tmp.appending("a"), name: "inventory")
+        let shared = SharedStore(store)
+        let sessions = Mutex(0)
+        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
+        configuration.direction = .both
+        configuration.maxAttempts = 3
+        configuration.firstAttemptWait = .milliseconds(10)
+        configuration.maxAttemptWait = .milliseconds(40)
+        let outcome = await Self.replicate(shared, configuration) { peer in
+            sessions.withLock { $0 += 1 }
+            await Self.sendOneAndFailTheOther(peer)
+        }
+        guard case .failure(let error) = outcome else { Issue.record("the pull did not fail"); return }
+        #expect("\(error)".contains("1 revision from the peer could not be stored (unreadable.json: the peer could not send it (503)"), "\(error)")
+        #expect(sessions.withLock { $0 } == 3, "\(sessions.withLock { $0 }) sessions for maxAttempts 3")
+        #expect(FileManager.default.fileExists(atPath: tmp.appending("a") + "/kept.json"))
+        #expect(!FileManager.default.fileExists(atPath: tmp.appending("a") + "/unreadable.json"))
+    }
 }

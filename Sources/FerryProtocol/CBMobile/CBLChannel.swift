@@ -48,9 +48,10 @@ public final class CBLChannel: ReplicationChannel {
     public var announcesIntermediateRevisions: Bool { role == .active || state.withLock { $0.peerIsFerryReplicator } }
     /// Couchbase Lite's `subChanges` reply is empty (`CBLResponses`): no count to compute.
     public var answersSubscriptionWithCount: Bool { false }
-    /// LiteCore's pusher says "caught up" once per subscription (a ferry listener speaking
-    /// this protocol says it after each pass, which a puller takes as well).
-    public var saysCaughtUpOnce: Bool { true }
+    /// LiteCore's pusher says "caught up" once per subscription, to the puller this active
+    /// side runs (a ferry listener speaking this protocol says it after each pass, which the
+    /// puller takes as well).
+    public var saysCaughtUpOnce: Bool { role == .active }
 
     /// This side's role.
     public let role: Role
@@ -205,7 +206,10 @@ public final class CBLChannel: ReplicationChannel {
                 missing.remove(sha1)
                 var result: Result<Request, CBLInteropError>?
                 if let error = reply.errorReply {
-                    result = .failure(CBLInteropError(status: 502, "the peer could not send blob \(sha1): \(error.message)"))
+                    // Its refusal (a 4xx: no such blob) stands; anything else may pass, and the
+                    // revision is asked for again by a later pull (`AwaitedRevisions`).
+                    let status = (400..<500).contains(error.code) ? Int(error.code) : 502
+                    result = .failure(CBLInteropError(status: status, "the peer could not send blob \(sha1): \(error.message)"))
                 } else if missing.isEmpty {
                     result = Result { () throws(CBLInteropError) -> Request in try rev.resolve(aliases) }
                 }

@@ -115,7 +115,7 @@ enum CBLResponses {
                 // Asked with `conflictIncludesRev`, LiteCore 3 answers a conflict as
                 // {"status": 409, "rev": its current revision} (some peers as [409, "rev"]).
                 let code = row.intValue ?? row.arrayValue?.first?.intValue ?? row.objectValue?["status"]?.intValue ?? 409
-                answers[i] = code == 0 ? .send : code == 304 ? .alreadyHave : code == 403 ? .forbidden : .conflict
+                answers[i] = code == 0 ? .send : code == 304 ? .alreadyHave : code == 403 ? .forbidden : code >= 500 ? .unavailable : .conflict
                 let theirs = row.objectValue?["rev"]?.stringValue ?? row.arrayValue?.dropFirst().first?.stringValue
                 if answers[i] == .conflict, let theirs, let rev = try? RevisionID(theirs) { peerRevisions[i] = rev }
             }

@@ -73,6 +73,8 @@ public enum ProposeAnswer: Int, Sendable, Equatable {
     case forbidden = 403
     /// It would conflict; the sender should pull first.
     case conflict = 409
+    /// The receiver could not look (any 5xx, such as a database error): ask again later.
+    case unavailable = 503
 }
 
 /// A JSON document's body as canonical bytes: a store's own, which its serializer made

@@ -313,7 +313,7 @@ public enum FrameCodec {
             }, maxHistory: try r.optionalInt("maxHistory"))
         case "proposeChanges":
             return .proposeChanges(try r.array("answer").map { (a) throws(ProtocolError) in
-                guard let n = a.intValue, let answer = ProposeAnswer(rawValue: n) else { throw ProtocolError(.malformed, "proposeChanges answers are 0, 304, 403 or 409") }
+                guard let n = a.intValue, let answer = ProposeAnswer(rawValue: n) else { throw ProtocolError(.malformed, "proposeChanges answers are 0, 304, 403, 409 or 503") }
                 return answer
             })
         case "subChanges":

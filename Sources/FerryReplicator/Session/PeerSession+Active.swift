@@ -168,7 +168,8 @@ extension PeerSession {
         let count = awaited.notStoredCount
         guard count > 0 else { return }
         let why = awaited.notStoredReason.map { " (\($0))" } ?? ""
-        throw ReplicationError("\(count) revision\(count == 1 ? "" : "s") from the peer could not be stored\(why); the next attempt asks for \(count == 1 ? "it" : "them") again")
+        throw ReplicationError("\(count) revision\(count == 1 ? "" : "s") from the peer could not be stored\(why); the next attempt asks for \(count == 1 ? "it" : "them") again",
+                               repeats: true)
     }
 
     /// The push: `changes` from the push checkpoint, and the `rev`s the peer wants.

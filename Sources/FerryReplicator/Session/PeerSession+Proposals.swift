@@ -13,9 +13,11 @@ extension PeerSession {
 
     /// Proposes a batch of current revisions and sends those the peer takes, waiting for their
     /// answers. A conflict the peer reports is proposed again on the revision it names when
-    /// this side's descends from it; otherwise it is that document's failure: the pull brings
-    /// the peer's revision and it is merged here, and a merge that descends from it (the
-    /// peer's branch won) is proposed in its turn.
+    /// this side's descends from it, and with no parent when it names none (LiteCore names ""
+    /// for a document it does not have); otherwise it is that document's failure: the pull
+    /// brings the peer's revision and it is merged here, and a merge that descends from it
+    /// (the peer's branch won) is proposed in its turn. A proposal the peer could not look at
+    /// (5xx) fails the pass, so its checkpoint stays and the next attempt proposes it again.
     func propose(_ batch: [RecordedRevision]) async throws {
         var proposals = await shared.perform { store in
             batch.map { Proposal(revision: $0, parent: store.proposedParent(of: $0.rev, doc: $0.doc)) }
@@ -33,12 +35,14 @@ extension PeerSession {
             }
             var wanted: [(RecordedRevision, [RevisionID])] = []
             var conflicts: [(proposal: Proposal, theirs: RevisionID?)] = []
+            var unavailable: Proposal?
             for (i, (proposal, answer)) in zip(proposals, answers).enumerated() {
                 switch answer {
                 case .send: wanted.append((proposal.revision, proposal.parent.map { [$0] } ?? []))
                 case .alreadyHave: update { $0.revisionsSkipped += 1 }
                 case .forbidden: refused(proposal, "the peer refuses it (403)")
                 case .conflict: conflicts.append((proposal, peerRevisions[i]))
+                case .unavailable: unavailable = proposal
                 }
             }
             let asked = conflicts.map { ($0.proposal.revision.doc, $0.proposal.revision.rev, $0.theirs) }
@@ -49,11 +53,16 @@ extension PeerSession {
             for ((proposal, theirs), parent) in zip(conflicts, parents) {
                 if let parent, parent != proposal.parent {
                     proposals.append(Proposal(revision: proposal.revision, parent: parent))
+                } else if theirs == nil, proposal.parent != nil {
+                    proposals.append(Proposal(revision: proposal.revision, parent: nil))
                 } else {
                     refused(proposal, "the peer has another revision of it (\(theirs.map { "\($0)" } ?? "not named")), which this one does not descend from; a peer that refuses conflicts takes only one that does")
                 }
             }
             try await collectAnswers(try await sendRevisions(wanted))
+            if let unavailable {
+                throw ReplicationError("the peer could not take the proposal of \(unavailable.revision.doc) (5xx); proposing it again")
+            }
         }
         for proposal in proposals { refused(proposal, "still refused after \(Self.proposalRounds) proposals") }
     }

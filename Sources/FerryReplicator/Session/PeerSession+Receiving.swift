@@ -111,8 +111,11 @@ extension PeerSession {
         let reached = awaited.firstNotStored.map { min(highestSequenceAnnounced, $0 - 1) } ?? highestSequenceAnnounced
         let unannounced = max(pullUnannounced, 0)
         pullUnannounced = 0
+        // Not caught up while something it sent is to be asked for again (the pull then fails,
+        // and its attempt counts: `ReplicationError.repeats`).
+        let caughtUp = awaited.notStoredCount == 0
         update {
-            $0.pullCaughtUp = true
+            $0.pullCaughtUp = caughtUp
             $0.receivingChanges = true
             $0.revisionsOffered -= unannounced
         }

@@ -96,6 +96,7 @@ extension PeerSession {
             var start = 0
             var unanswered: [[SentRevision]] = []
             var current: AnnouncedBatch?
+            var echoesSkipped = 0
             do {
                 repeat {
                     // Announce the next batch of the pass worth announcing (none at its end).
@@ -111,7 +112,10 @@ extension PeerSession {
                         let batch = page[start..<min(start + Self.changesBatchSize, page.count)]
                         start += batch.count
                         let toAnnounce = batch.filter { !receivedHere.take($0.doc, $0.rev) }
-                        if toAnnounce.count < batch.count { update { $0.revisionsSkipped += batch.count - toAnnounce.count } }
+                        if toAnnounce.count < batch.count {
+                            echoesSkipped += batch.count - toAnnounce.count
+                            update { $0.revisionsSkipped += batch.count - toAnnounce.count }
+                        }
                         guard !toAnnounce.isEmpty else { continue }
                         caughtUpTold = false
                         update { $0.pushCaughtUp = false }
@@ -132,7 +136,11 @@ extension PeerSession {
                 // Nothing of this pass was taken: it starts again, as proposals.
                 logger.info("the peer takes only proposed changes (it refuses conflicts); proposing them")
                 proposesChanges = true
-                update { $0.revisionsOffered -= total }
+                // Counted again by the new pass (its echoes are proposed, and answered 304).
+                update {
+                    $0.revisionsOffered -= total
+                    $0.revisionsSkipped -= echoesSkipped
+                }
                 continue
             }
             cursor = max(cursor, passEnd)

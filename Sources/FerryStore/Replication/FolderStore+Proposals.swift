@@ -8,7 +8,8 @@ extension FolderStore {
     }
 
     /// The parent to propose `rev` of `doc` on again once the peer answered that its current
-    /// revision is `theirs`: `theirs` when `rev` descends from it, else nil. A peer that
+    /// revision is `theirs`: `theirs` when `rev`'s history (its parents, not a merge's second
+    /// parent) reaches it, else nil. A peer that
     /// refuses conflicts takes only a revision whose history reaches its current one (LiteCore
     /// with `noIncomingConflicts` refuses to store any other, even a proposal it took), so a
     /// merge recorded here on this folder's own branch cannot go to it.

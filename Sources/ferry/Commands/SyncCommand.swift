@@ -77,10 +77,12 @@ struct SyncCommand: AsyncParsableCommand {
         let interruption = Interruption()
         // The first signal stops the replication (what is recorded stays recorded); a second
         // one does not wait for that. A continuous sync stopped while idle (caught up both
-        // ways) has nothing left to do: that is its normal end.
+        // ways, its push not refused, no error) has nothing left to do: that is its normal end.
         let continuous = continuous
         let signals = onTerminationSignals {
-            if interruption.signal(caughtUp: continuous && replicator.status.activity == .idle) > 1 { _exit(Interruption.exitCode) }
+            let status = replicator.status
+            let caughtUp = continuous && status.activity == .idle && status.current.pushRefused == nil && status.lastError == nil
+            if interruption.signal(caughtUp: caughtUp) > 1 { _exit(Interruption.exitCode) }
             work.cancel()
         }
         defer { signals.forEach { $0.cancel() } }
