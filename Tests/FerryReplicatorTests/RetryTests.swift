@@ -61,6 +61,16 @@ import FerryTesting
         return await outcome.result
     }
 
+    /// A one-shot replication in `direction` that gives up after three attempts, 10-40 ms apart.
+    static func threeQuickAttempts(_ direction: ReplicationDirection) -> ReplicatorConfiguration {
+        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
+        configuration.direction = direction
+        configuration.maxAttempts = 3
+        configuration.firstAttemptWait = .milliseconds(10)
+        configuration.maxAttemptWait = .milliseconds(40)
+        return configuration
+    }
+
     /// The documents a fake peer took.
     final class Taken: Sendable {
         let names = Mutex<[String]>([])
@@ -102,12 +112,7 @@ import FerryTesting
         _ = try store.scanAndRecord()
         let shared = SharedStore(store)
         let sessions = Mutex(0)
-        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
-        configuration.direction = .push
-        configuration.maxAttempts = 3
-        configuration.firstAttemptWait = .milliseconds(10)
-        configuration.maxAttemptWait = .milliseconds(40)
-        let outcome = await Self.replicate(shared, configuration) { peer in
+        let outcome = await Self.replicate(shared, Self.threeQuickAttempts(.push)) { peer in
             sessions.withLock { $0 += 1 }
             await Self.refuseEveryRevision(peer)
         }
@@ -155,12 +160,7 @@ import FerryTesting
         let store = try FolderStore.create(at: tmp.appending("a"), name: "inventory")
         let shared = SharedStore(store)
         let sessions = Mutex(0)
-        var configuration = ReplicatorConfiguration(url: "loopback", remoteDatabase: "inventory")
-        configuration.direction = .both
-        configuration.maxAttempts = 3
-        configuration.firstAttemptWait = .milliseconds(10)
-        configuration.maxAttemptWait = .milliseconds(40)
-        let outcome = await Self.replicate(shared, configuration) { peer in
+        let outcome = await Self.replicate(shared, Self.threeQuickAttempts(.both)) { peer in
             sessions.withLock { $0 += 1 }
             await Self.sendOneAndFailTheOther(peer)
         }
