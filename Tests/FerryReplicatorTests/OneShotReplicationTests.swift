@@ -71,7 +71,15 @@ import FerryTesting
     func session(_ folder: String, _ listener: Listener, _ database: String,
                  _ work: (PeerSession) async throws -> ReplicationStats) async throws -> ReplicationStats {
         let connection = try await Dialer.connect(to: PeerURL("ws://127.0.0.1:\(listener.port)/\(own(database))")!)
-        let store = try FolderStore.open(at: folder, writable: true)
+        // The listener's session of an earlier replication of this folder may still be closing
+        // it (it holds the folder's lock until then), as `serve` waits for the lock too.
+        var opened = Result { try FolderStore.open(at: folder, writable: true) }
+        for _ in 0..<200 {
+            guard case .failure(let error) = opened, (error as? StoreError)?.code == .locked else { break }
+            try await Task.sleep(for: .milliseconds(50))
+            opened = Result { try FolderStore.open(at: folder, writable: true) }
+        }
+        let store = try opened.get()
         let session = PeerSession(transport: connection, shared: SharedStore(store), role: .active, remoteDatabase: database, logger: logger)
         async let loop: Void = session.run()
         let stats: ReplicationStats
