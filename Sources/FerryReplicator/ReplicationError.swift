@@ -31,6 +31,12 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible, Classi
         ReplicationError(message: "the peer refused the push (\(status)): \(message)")
     }
 
+    /// The peer answered a whole `changes` or `proposeChanges` with `status`: for good on 403
+    /// or 409 (`pushRefused`), a failure that may pass otherwise.
+    static func pushAnswered(status: Int, _ message: String) -> ReplicationError {
+        status == 403 || status == 409 ? .pushRefused(status: status, message) : ReplicationError("the peer refused the push (\(status)): \(message)")
+    }
+
     private init(message: String) {
         self.message = message
         self.failureKind = .permanent

@@ -45,15 +45,17 @@ struct AwaitedRevisions {
 
     /// Notes that `rev` of `doc` arrived (stored or refused), that the peer said it cannot
     /// send it (`norev`), or that it is here already (announced again, not wanted).
-    /// `askAgain`: it was not stored, for a reason that may pass (a 5xx, `why`), so a later
-    /// pull must ask for it again.
-    mutating func arrived(_ doc: DocumentID, _ rev: RevisionID, askAgain: Bool = false, why: String? = nil) {
+    /// `notStored`: why it was not stored, for a reason that may pass (a 5xx), so that a later
+    /// pull must ask for it again (nil: stored, refused for good, or here already).
+    mutating func arrived(_ doc: DocumentID, _ rev: RevisionID, notStored why: String? = nil) {
         let key = Key(doc: doc, rev: rev)
-        if !askAgain {
+        if let why {
+            if let sequence = keys[key], sequence > 0 {
+                notStored[key] = sequence
+                notStoredReason = "\(doc): \(why)"
+            }
+        } else {
             notStored[key] = nil
-        } else if let sequence = keys[key], sequence > 0 {
-            notStored[key] = sequence
-            notStoredReason = "\(doc): \(why ?? "not stored")"
         }
         guard keys.removeValue(forKey: key) != nil else { return }
         let left = (perDocument[doc] ?? 1) - 1
@@ -67,11 +69,11 @@ struct AwaitedRevisions {
         return settled
     }
 
-    /// The lowest sequence of a revision that came without being stored (`askAgain`): the pull's
+    /// The lowest sequence of a revision that came without being stored (`notStored`): the pull's
     /// checkpoint stays below it.
     var firstNotStored: Int? { notStored.values.min() }
 
-    /// How many revisions came without being stored (`askAgain`) and have not been since.
+    /// How many revisions came without being stored (`notStored`) and have not been since.
     var notStoredCount: Int { notStored.count }
 
     /// True when nothing asked for is still on its way and no `changes` is being answered.

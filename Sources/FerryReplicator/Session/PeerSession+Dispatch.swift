@@ -79,7 +79,7 @@ extension PeerSession {
             }
             if stats.revisionsFailed == Self.norevsLogged { logger.warning("further revisions the peer cannot send are counted, not logged") }
             // One it cannot send now (5xx) is asked for again by the next pull.
-            awaited.arrived(doc, rev, askAgain: status >= 500, why: "the peer could not send it (\(status)): \(reason)")
+            awaited.arrived(doc, rev, notStored: status >= 500 ? "the peer could not send it (\(status)): \(reason)" : nil)
             await settleArrivals()
         case .hello:
             break  // the channel handles its handshake

@@ -26,10 +26,7 @@ extension PeerSession {
             guard !proposals.isEmpty else { return }
             let entries = proposals.map { ProposedChange(doc: $0.revision.doc, rev: $0.revision.rev, parent: $0.parent, bodySize: $0.revision.size) }
             let answer = try await request(.proposeChanges(entries))
-            if case let .error(status, message) = answer {
-                if status == 403 || status == 409 { throw ReplicationError.pushRefused(status: status, message) }
-                throw ReplicationError("the peer refused the push (\(status)): \(message)")
-            }
+            if case let .error(status, message) = answer { throw ReplicationError.pushAnswered(status: status, message) }
             guard case let .proposeChanges(answers, peerRevisions) = answer, answers.count == proposals.count else {
                 throw ReplicationError("the peer answered proposeChanges with something else", kind: .permanent)
             }

@@ -224,8 +224,8 @@ extension PeerSession {
         // Its caller then settles (`settleArrivals`), from the session's own task. One this
         // side could not store (a full disk) or whose blob the peer could not send is asked for
         // again by the next pull.
-        var askAgain: String?
-        defer { awaited.arrived(doc, rev, askAgain: askAgain != nil, why: askAgain) }
+        var notStored: String?
+        defer { awaited.arrived(doc, rev, notStored: notStored) }
         var response = Response.ok
         switch result {
         case .success:
@@ -235,11 +235,11 @@ extension PeerSession {
             }
             receivedHere.insert(doc, rev)
         case .failure(let error):
+            if error.status >= 500 { notStored = error.message }
             update {
                 $0.revisionsFailed += 1
-                if error.status >= 500 { $0.storeFailure = "could not store \(doc): \(error.message)" }
+                if notStored != nil { $0.storeFailure = "could not store \(doc): \(error.message)" }
             }
-            if error.status >= 500 { askAgain = error.message }
             logger.warning("revision refused", metadata: ["doc": "\(doc)", "rev": "\(rev)", "status": "\(error.status)", "error": "\(error.message)"])
             response = .error(status: error.status, message: "\(error.message)")
         }

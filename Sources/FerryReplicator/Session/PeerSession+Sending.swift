@@ -177,8 +177,7 @@ extension PeerSession {
             // A Couchbase Lite (or Sync Gateway) that refuses conflicts takes pushes only as
             // proposals, as LiteCore's pusher learns from the same answer.
             if status == 409 && !proposesChanges { throw ProposalsRequired() }
-            if status == 403 || status == 409 { throw ReplicationError.pushRefused(status: status, message) }
-            throw ReplicationError("the peer refused the push (\(status)): \(message)")
+            throw ReplicationError.pushAnswered(status: status, message)
         }
         guard case .changes(let answers, _) = answer, answers.count <= batch.count else {
             throw ReplicationError("the peer answered changes with something else", kind: .permanent)

@@ -91,12 +91,9 @@ struct SyncCommand: AsyncParsableCommand {
         display.cancel()
         await display.value
         try await shared.saveStatCache()
-        if interruption.happened, interruption.cameCaughtUp, case .success(let totals) = result {
-            progress.finish(totals, conflicts: await shared.perform { $0.conflictsClosed })
-            return
-        }
-        if interruption.happened {
-            // A cancelled replication can end as if it were done: it is not, whatever it says.
+        if interruption.happened, !interruption.cameCaughtUp || (try? result.get()) == nil {
+            // A cancelled replication can end as if it were done: it is not, unless it was
+            // caught up when the signal came.
             progress.clearLine()
             throw CLIError("interrupted: the sync with \(peer.url) did not finish; run it again to go on", exitCode: Interruption.exitCode)
         }
